@@ -1,0 +1,553 @@
+package snowflake
+
+import (
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var (
+	defaultLayout = Layout{WorkerBits: 10, SequenceBits: 12}
+	csLayout      = Layout{ClockSeqBits: 5, WorkerBits: 5, SequenceBits: 12}
+	testEpoch     = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+)
+
+// fakeClock is a clock that moves only when told to, or when slept on.
+type fakeClock struct {
+	mu     sync.Mutex
+	now    time.Time
+	slept  time.Duration
+	sleeps int
+	frozen bool // Sleep does not advance the time (a clock that is stuck)
+}
+
+func newFakeClock(t time.Time) *fakeClock { return &fakeClock{now: t} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Sleep(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.slept += d
+	c.sleeps++
+	if !c.frozen {
+		c.now = c.now.Add(d)
+	}
+}
+
+func (c *fakeClock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+func (c *fakeClock) Slept() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.slept
+}
+
+func newGen(t testing.TB, cfg Config) *Generator {
+	t.Helper()
+	if cfg.Layout == (Layout{}) {
+		cfg.Layout = defaultLayout
+	}
+	if cfg.EpochMilli == 0 {
+		cfg.EpochMilli = testEpoch.UnixMilli()
+	}
+	if cfg.Policy == (Policy{}) {
+		cfg.Policy = Policy{Kind: Clamp, Limit: time.Second}
+	}
+	g, err := New(cfg)
+	require.NoError(t, err)
+	return g
+}
+
+func mustNext(t testing.TB, g *Generator) int64 {
+	t.Helper()
+	id, err := g.NextID()
+	require.NoError(t, err)
+	return id
+}
+
+func TestLayoutValidate(t *testing.T) {
+	for _, tc := range []struct {
+		l  Layout
+		ok bool
+	}{
+		{Layout{0, 10, 12}, true},
+		{Layout{5, 5, 12}, true},
+		{Layout{0, 1, 21}, true},
+		{Layout{0, 21, 1}, true},
+		{Layout{0, 10, 11}, false}, // 21 bits
+		{Layout{0, 11, 12}, false}, // 23 bits
+		{Layout{0, 0, 22}, false},  // no worker field
+		{Layout{0, 22, 0}, false},  // no sequence field
+		{Layout{-1, 11, 12}, false},
+		{Layout{}, false},
+	} {
+		err := tc.l.Validate()
+		if tc.ok {
+			assert.NoError(t, err, "%+v", tc.l)
+		} else {
+			assert.ErrorIs(t, err, ErrInvalidLayout, "%+v", tc.l)
+		}
+	}
+}
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	now := time.Now()
+	clk := newFakeClock(testEpoch.Add(time.Hour))
+	base := Config{Layout: defaultLayout, EpochMilli: testEpoch.UnixMilli(), Clock: clk, Policy: Policy{Kind: Clamp, Limit: time.Second}}
+	for name, tc := range map[string]struct {
+		mod  func(*Config)
+		want error
+	}{
+		"worker too big":        {func(c *Config) { c.WorkerID = 1024 }, ErrInvalidWorkerID},
+		"worker negative":       {func(c *Config) { c.WorkerID = -1 }, ErrInvalidWorkerID},
+		"worker too big for cs": {func(c *Config) { c.Layout = csLayout; c.WorkerID = 32 }, ErrInvalidWorkerID},
+		"epoch before 1970":     {func(c *Config) { c.EpochMilli = -1 }, ErrInvalidEpoch},
+		"epoch in future":       {func(c *Config) { c.EpochMilli = now.Add(time.Hour).UnixMilli() }, ErrInvalidEpoch},
+		"epoch too old":         {func(c *Config) { c.EpochMilli = now.UnixMilli() - MaxTime - 1000 }, ErrInvalidEpoch},
+		"clamp without fuse":    {func(c *Config) { c.Policy = Policy{Kind: Clamp} }, ErrInvalidPolicy},
+		"wait below 1ms":        {func(c *Config) { c.Policy = Policy{Kind: Wait, Limit: time.Microsecond} }, ErrInvalidPolicy},
+		"clock seq w/o bits":    {func(c *Config) { c.Policy = Policy{Kind: ClockSequence} }, ErrInvalidPolicy},
+		"unknown policy":        {func(c *Config) { c.Policy = Policy{Kind: 42} }, ErrInvalidPolicy},
+		"bad layout":            {func(c *Config) { c.Layout = Layout{WorkerBits: 10, SequenceBits: 10} }, ErrInvalidLayout},
+		"clock before epoch":    {func(c *Config) { c.Clock = newFakeClock(testEpoch.Add(-time.Second)) }, ErrClockBeforeEpoch},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg := base
+			tc.mod(&cfg)
+			g, err := New(cfg)
+			assert.Nil(t, g)
+			assert.ErrorIs(t, err, tc.want)
+		})
+	}
+}
+
+func TestDecodeRoundTrip(t *testing.T) {
+	clk := newFakeClock(testEpoch.Add(1234567 * time.Millisecond))
+	g := newGen(t, Config{WorkerID: 777, Clock: clk})
+	for i := range 10 {
+		id := mustNext(t, g)
+		p := Decode(id, defaultLayout)
+		assert.Equal(t, int64(1234567), p.Millis)
+		assert.Equal(t, int64(777), p.WorkerID)
+		assert.Equal(t, int64(i), p.Sequence)
+		assert.Zero(t, p.ClockSeq)
+		assert.Greater(t, id, int64(0))
+	}
+	// The layout's extreme values survive a round trip.
+	id := int64(MaxTime)<<TimeShift | 31<<17 | 31<<12 | 4095
+	assert.Equal(t, Parts{Millis: MaxTime, ClockSeq: 31, WorkerID: 31, Sequence: 4095}, Decode(id, csLayout))
+}
+
+// TestSequenceExhaustion: on a clock that stands still, the 4097th ID of a
+// millisecond waits (through the clock) for the next one and starts the
+// sequence over.
+func TestSequenceExhaustion(t *testing.T) {
+	start := testEpoch.Add(time.Hour)
+	clk := newFakeClock(start)
+	g := newGen(t, Config{WorkerID: 1, Clock: clk})
+	first := mustNext(t, g)
+	prev := first
+	for range 4095 {
+		id := mustNext(t, g)
+		require.Greater(t, id, prev)
+		prev = id
+	}
+	p := Decode(prev, defaultLayout)
+	require.Equal(t, int64(4095), p.Sequence)
+	require.Zero(t, clk.Slept(), "no wait before the sequence runs out")
+
+	id := mustNext(t, g)
+	assert.Greater(t, id, prev)
+	p = Decode(id, defaultLayout)
+	assert.Equal(t, Decode(first, defaultLayout).Millis+1, p.Millis)
+	assert.Zero(t, p.Sequence)
+	assert.Equal(t, time.Millisecond, clk.Slept(), "waited exactly to the next millisecond")
+}
+
+// TestRollbackPolicies drives each policy through rollbacks of 1 ms, 5 ms,
+// 500 ms and 10 s on an injected clock.
+func TestRollbackPolicies(t *testing.T) {
+	type outcome int
+	const (
+		borrowed outcome = iota // same frozen millisecond, next sequence, no wait
+		waited                  // slept 2x the rollback, then issued at the caught-up time
+		errored                 // ErrClockBackwards at once
+		bumped                  // clock sequence bumped, time field moved back
+	)
+	policies := map[string]struct {
+		p      Policy
+		layout Layout
+		want   map[time.Duration]outcome
+	}{
+		"clamp 1s fuse": {Policy{Kind: Clamp, Limit: time.Second}, defaultLayout, map[time.Duration]outcome{
+			time.Millisecond: borrowed, 5 * time.Millisecond: borrowed, 500 * time.Millisecond: borrowed, 10 * time.Second: errored}},
+		"clamp 20s fuse": {Policy{Kind: Clamp, Limit: 20 * time.Second}, defaultLayout, map[time.Duration]outcome{
+			time.Millisecond: borrowed, 5 * time.Millisecond: borrowed, 500 * time.Millisecond: borrowed, 10 * time.Second: borrowed}},
+		"wait 5ms": {Policy{Kind: Wait, Limit: 5 * time.Millisecond}, defaultLayout, map[time.Duration]outcome{
+			time.Millisecond: waited, 5 * time.Millisecond: waited, 500 * time.Millisecond: errored, 10 * time.Second: errored}},
+		"reject": {Policy{Kind: Reject}, defaultLayout, map[time.Duration]outcome{
+			time.Millisecond: errored, 5 * time.Millisecond: errored, 500 * time.Millisecond: errored, 10 * time.Second: errored}},
+		"clock sequence": {Policy{Kind: ClockSequence}, csLayout, map[time.Duration]outcome{
+			time.Millisecond: bumped, 5 * time.Millisecond: bumped, 500 * time.Millisecond: bumped, 10 * time.Second: bumped}},
+	}
+	for name, pc := range policies {
+		for back, want := range pc.want {
+			t.Run(name+"/"+back.String(), func(t *testing.T) {
+				start := testEpoch.Add(time.Hour)
+				clk := newFakeClock(start)
+				g := newGen(t, Config{WorkerID: 3, Clock: clk, Policy: pc.p, Layout: pc.layout})
+				before := mustNext(t, g)
+				lastMs := Decode(before, pc.layout).Millis
+				clk.Add(-back)
+				id, err := g.NextID()
+				switch want {
+				case borrowed:
+					require.NoError(t, err)
+					p := Decode(id, pc.layout)
+					assert.Equal(t, lastMs, p.Millis, "time field stays frozen")
+					assert.Equal(t, id, before+1, "next sequence number")
+					assert.Zero(t, clk.Slept())
+				case waited:
+					require.NoError(t, err)
+					assert.Equal(t, 2*back, clk.Slept())
+					assert.Greater(t, id, before)
+					assert.Equal(t, lastMs+back.Milliseconds(), Decode(id, pc.layout).Millis)
+				case errored:
+					assert.ErrorIs(t, err, ErrClockBackwards)
+					assert.Zero(t, id)
+					assert.Zero(t, clk.Slept(), "no stall before the error")
+					// Once the clock is past the last ID again, issuing resumes.
+					clk.Add(back + time.Millisecond)
+					id = mustNext(t, g)
+					assert.Greater(t, id, before)
+				case bumped:
+					require.NoError(t, err)
+					p := Decode(id, pc.layout)
+					assert.Equal(t, int64(1), p.ClockSeq)
+					assert.Equal(t, lastMs-back.Milliseconds(), p.Millis, "time field follows the clock back")
+					assert.Less(t, id, before, "the documented exception to order")
+					assert.Zero(t, clk.Slept())
+				}
+			})
+		}
+	}
+}
+
+// TestWaitPolicyClockStuck: a wait that does not see the clock catch up errors
+// after waiting twice the rollback, never longer.
+func TestWaitPolicyClockStuck(t *testing.T) {
+	clk := newFakeClock(testEpoch.Add(time.Hour))
+	g := newGen(t, Config{Clock: clk, Policy: Policy{Kind: Wait, Limit: 5 * time.Millisecond}})
+	mustNext(t, g)
+	clk.Add(-4 * time.Millisecond)
+	clk.frozen = true
+	_, err := g.NextID()
+	assert.ErrorIs(t, err, ErrClockBackwards)
+	assert.Equal(t, 8*time.Millisecond, clk.Slept())
+}
+
+// TestClampExhaustedInFrozenMillisecond: during a 500 ms rollback the clamp
+// spends the frozen millisecond's sequence, then waits for the clock to pass
+// it: about the size of the rollback, never more than the fuse.
+func TestClampExhaustedInFrozenMillisecond(t *testing.T) {
+	clk := newFakeClock(testEpoch.Add(time.Hour))
+	g := newGen(t, Config{Clock: clk, Policy: Policy{Kind: Clamp, Limit: time.Second}})
+	first := mustNext(t, g)
+	clk.Add(-500 * time.Millisecond)
+	prev := first
+	for range 4095 { // the rest of the frozen millisecond
+		id := mustNext(t, g)
+		require.Equal(t, prev+1, id)
+		prev = id
+	}
+	require.Zero(t, clk.Slept())
+	id := mustNext(t, g)
+	assert.Greater(t, id, prev)
+	assert.Equal(t, Decode(first, defaultLayout).Millis+1, Decode(id, defaultLayout).Millis)
+	assert.Equal(t, 501*time.Millisecond, clk.Slept(), "waited until the clock passed the frozen millisecond")
+}
+
+// TestRepeatedRollbacks: a clock that steps back again and again never makes
+// the clamp repeat or reorder an ID.
+func TestRepeatedRollbacks(t *testing.T) {
+	clk := newFakeClock(testEpoch.Add(time.Hour))
+	g := newGen(t, Config{Clock: clk, Policy: Policy{Kind: Clamp, Limit: time.Second}})
+	prev := mustNext(t, g)
+	steps := []time.Duration{time.Millisecond, -time.Millisecond, -5 * time.Millisecond, 2 * time.Millisecond,
+		-500 * time.Millisecond, 300 * time.Millisecond, -100 * time.Millisecond, time.Second}
+	for round := range 50 {
+		for _, s := range steps {
+			clk.Add(s)
+			for range 100 + round {
+				id := mustNext(t, g)
+				require.Greater(t, id, prev)
+				prev = id
+			}
+		}
+	}
+}
+
+// TestClockSequenceExhausted: the clock-sequence policy errors, rather than
+// wrapping, when its field has no value left.
+func TestClockSequenceExhausted(t *testing.T) {
+	clk := newFakeClock(testEpoch.Add(time.Hour))
+	g := newGen(t, Config{Clock: clk, Policy: Policy{Kind: ClockSequence}, Layout: csLayout})
+	seen := map[int64]bool{}
+	for bump := range 32 {
+		for range 10 {
+			id := mustNext(t, g)
+			require.False(t, seen[id], "duplicate %d", id)
+			seen[id] = true
+			assert.Equal(t, int64(bump), Decode(id, csLayout).ClockSeq)
+		}
+		clk.Add(-3 * time.Millisecond) // overlapping the time already used
+	}
+	_, err := g.NextID()
+	assert.ErrorIs(t, err, ErrClockSequenceExhausted)
+}
+
+func TestClockBeforeEpochAtRuntime(t *testing.T) {
+	clk := newFakeClock(testEpoch.Add(time.Second))
+	g := newGen(t, Config{Clock: clk})
+	mustNext(t, g)
+	clk.Add(-2 * time.Second)
+	_, err := g.NextID()
+	assert.ErrorIs(t, err, ErrClockBeforeEpoch)
+}
+
+// stepClock advances one millisecond every perMs reads, without sleeping:
+// the clock of a generator running below the layout's ceiling.
+type stepClock struct {
+	base  time.Time
+	reads atomic.Int64
+	perMs int64
+}
+
+func (c *stepClock) Now() time.Time {
+	n := c.reads.Add(1)
+	return c.base.Add(time.Duration(n/c.perMs) * time.Millisecond)
+}
+
+func (c *stepClock) Sleep(time.Duration) {}
+
+// TestUniqueAndOrderedMillions issues millions of IDs on each kind of clock and
+// checks that every one is greater than the one before.
+func TestUniqueAndOrderedMillions(t *testing.T) {
+	n := 3_000_000
+	if testing.Short() {
+		n = 300_000
+	}
+	clocks := map[string]func() Clock{
+		"monotonic": func() Clock { return nil },
+		"wall":      func() Clock { return WallClock{} },
+		"step":      func() Clock { return &stepClock{base: testEpoch.Add(time.Hour), perMs: 1000} },
+	}
+	for name, mk := range clocks {
+		t.Run(name, func(t *testing.T) {
+			g := newGen(t, Config{WorkerID: 5, Clock: mk()})
+			prev := int64(-1)
+			for range n {
+				id := mustNext(t, g)
+				if id <= prev {
+					t.Fatalf("id %d after %d", id, prev)
+				}
+				prev = id
+			}
+		})
+	}
+}
+
+// TestConcurrentUniqueAndPerGoroutineOrder: many goroutines share one
+// generator; no ID repeats and each goroutine sees its IDs increase. Run with
+// -race.
+func TestConcurrentUniqueAndPerGoroutineOrder(t *testing.T) {
+	const goroutines = 16
+	per := 100_000
+	if testing.Short() {
+		per = 10_000
+	}
+	clocks := map[string]func() Clock{
+		"monotonic": func() Clock { return nil },
+		"wall":      func() Clock { return WallClock{} },
+		"step":      func() Clock { return &stepClock{base: testEpoch.Add(time.Hour), perMs: 50} },
+	}
+	for name, mk := range clocks {
+		t.Run(name, func(t *testing.T) {
+			g := newGen(t, Config{WorkerID: 9, Clock: mk()})
+			out := make([][]int64, goroutines)
+			var wg sync.WaitGroup
+			for i := range goroutines {
+				wg.Go(func() {
+					ids := make([]int64, per)
+					for j := range ids {
+						id, err := g.NextID()
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						ids[j] = id
+					}
+					out[i] = ids
+				})
+			}
+			wg.Wait()
+			seen := make(map[int64]struct{}, goroutines*per)
+			for _, ids := range out {
+				for j, id := range ids {
+					if j > 0 && id <= ids[j-1] {
+						t.Fatalf("goroutine saw %d after %d", id, ids[j-1])
+					}
+					if _, dup := seen[id]; dup {
+						t.Fatalf("duplicate id %d", id)
+					}
+					seen[id] = struct{}{}
+				}
+			}
+			require.Len(t, seen, goroutines*per)
+		})
+	}
+}
+
+// jumpyClock moves 4 ms forward every 1,000 reads and 6 ms back every 2,000
+// (offset by 500): a clock that NTP keeps yanking, shared by many goroutines.
+type jumpyClock struct {
+	base  time.Time
+	reads atomic.Int64
+}
+
+func (c *jumpyClock) Now() time.Time {
+	n := c.reads.Add(1)
+	off := time.Duration(n/1000*4-(n+500)/2000*6) * time.Millisecond
+	return c.base.Add(off)
+}
+
+func (c *jumpyClock) Sleep(time.Duration) { c.reads.Add(100) }
+
+func TestConcurrentRollbacksClamp(t *testing.T) {
+	const goroutines, per = 8, 20_000
+	g := newGen(t, Config{WorkerID: 1, Clock: &jumpyClock{base: testEpoch.Add(time.Hour)},
+		Policy: Policy{Kind: Clamp, Limit: time.Second}})
+	var mu sync.Mutex
+	seen := make(map[int64]struct{}, goroutines*per)
+	var wg sync.WaitGroup
+	for range goroutines {
+		wg.Go(func() {
+			ids := make([]int64, 0, per)
+			for range per {
+				id, err := g.NextID()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if len(ids) > 0 && id <= ids[len(ids)-1] {
+					t.Errorf("order: %d after %d", id, ids[len(ids)-1])
+					return
+				}
+				ids = append(ids, id)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, id := range ids {
+				seen[id] = struct{}{}
+			}
+		})
+	}
+	wg.Wait()
+	assert.Len(t, seen, goroutines*per)
+}
+
+// TestWorkersNeverCollide: two generators on one clock with different worker
+// ids, interleaved, never produce the same ID.
+func TestWorkersNeverCollide(t *testing.T) {
+	clk := &stepClock{base: testEpoch.Add(time.Hour), perMs: 700}
+	a := newGen(t, Config{WorkerID: 1, Clock: clk})
+	b := newGen(t, Config{WorkerID: 2, Clock: clk})
+	seen := map[int64]bool{}
+	for range 200_000 {
+		for _, g := range []*Generator{a, b} {
+			id := mustNext(t, g)
+			require.False(t, seen[id])
+			seen[id] = true
+		}
+	}
+}
+
+func TestMonotonicClockTracksWall(t *testing.T) {
+	c := NewMonotonicClock()
+	d := c.Now().Sub(time.Now())
+	assert.Less(t, d.Abs(), 50*time.Millisecond)
+	assert.Equal(t, "clamp", Clamp.String())
+	assert.True(t, errors.Is(ErrClockBackwards, ErrClockBackwards))
+}
+
+func BenchmarkNextID(b *testing.B) {
+	g := newGen(b, Config{WorkerID: 1})
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := g.NextID(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkNextIDParallel(b *testing.B) {
+	g := newGen(b, Config{WorkerID: 1})
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := g.NextID(); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+// BenchmarkNextIDRaw measures the cost below the ceiling: a clock that moves
+// one millisecond every 4,096 reads never makes the generator wait.
+func BenchmarkNextIDRaw(b *testing.B) {
+	g := newGen(b, Config{WorkerID: 1, Clock: &stepClock{base: testEpoch.Add(time.Hour), perMs: 4096}})
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := g.NextID(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// TestContentionIsNotARollback: goroutines racing on one generator must never
+// see a rollback on a clock that does not go back, or the reject policy would
+// fail at random under load.
+func TestContentionIsNotARollback(t *testing.T) {
+	for name, clk := range map[string]Clock{"monotonic": nil, "wall": WallClock{}} {
+		t.Run(name, func(t *testing.T) {
+			g := newGen(t, Config{WorkerID: 2, Clock: clk, Policy: Policy{Kind: Reject}})
+			var wg sync.WaitGroup
+			for range 16 {
+				wg.Go(func() {
+					for range 20_000 {
+						if _, err := g.NextID(); err != nil {
+							t.Error(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+		})
+	}
+}
