@@ -1,0 +1,225 @@
+// Package dbtest gives tests a fresh database of their own on the MariaDB
+// and PostgreSQL servers of the machine, or a fresh SQLite file.
+//
+// The servers are found at ENTFLAKE_TEST_MYSQL (a go-sql-driver/mysql DSN
+// without a database name, default "root@tcp(127.0.0.1:3306)/") and
+// ENTFLAKE_TEST_POSTGRES (a URL whose database is used only to create others,
+// default "postgres://root@127.0.0.1:5432/test?sslmode=disable"). When a
+// server does not answer, the test is skipped, unless CI=true: then it fails,
+// so that CI can never pass by running nothing.
+package dbtest
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	_ "github.com/jackc/pgx/v5/stdlib" // registers "pgx"
+	_ "modernc.org/sqlite"             // registers "sqlite"
+)
+
+// Defaults for the servers the machine runs.
+const (
+	DefaultMySQL    = "root@tcp(127.0.0.1:3306)/"
+	DefaultPostgres = "postgres://root@127.0.0.1:5432/test?sslmode=disable"
+)
+
+// DB is a fresh database and how to reach it again.
+type DB struct {
+	*sql.DB
+	// Name is the database's name (SQLite: the file's path).
+	Name string
+	// DSN opens another connection pool to the same database, as the
+	// database/sql driver "mysql", "pgx" or "sqlite" expects.
+	DSN string
+	// Driver is the database/sql driver name.
+	Driver string
+}
+
+// Open opens another pool on the same database; it is closed with the test.
+func (d *DB) Open(t testing.TB) *sql.DB {
+	t.Helper()
+	db, err := sql.Open(d.Driver, d.DSN)
+	if err != nil {
+		t.Fatalf("open %s: %v", d.Driver, err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func env(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// unavailable skips the test, or fails it when CI=true.
+func unavailable(t testing.TB, what string, err error) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("%s is required in CI and did not answer: %v", what, err)
+	}
+	t.Skipf("%s not available (set CI=true to make this a failure): %v", what, err)
+}
+
+// UniqueName is a name (of a database, a user) no other test run uses.
+func UniqueName() string {
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err)
+	}
+	return "entflake_" + hex.EncodeToString(b[:])
+}
+
+func ping(db *sql.DB) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return db.PingContext(ctx)
+}
+
+// MySQLAdmin returns a pool on the server as its administrative user, with no
+// database selected.
+func MySQLAdmin(t testing.TB) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("mysql", env("ENTFLAKE_TEST_MYSQL", DefaultMySQL))
+	if err != nil {
+		t.Fatalf("mysql DSN: %v", err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if err := ping(db); err != nil {
+		unavailable(t, "MariaDB/MySQL", err)
+	}
+	return db
+}
+
+// MySQL creates a fresh database on the MariaDB/MySQL server and drops it
+// when the test ends.
+func MySQL(t testing.TB) *DB {
+	t.Helper()
+	admin := MySQLAdmin(t)
+	name := UniqueName()
+	if _, err := admin.Exec("CREATE DATABASE " + name); err != nil {
+		t.Fatalf("create database: %v", err)
+	}
+	t.Cleanup(func() {
+		if _, err := admin.Exec("DROP DATABASE IF EXISTS " + name); err != nil {
+			t.Errorf("drop database %s: %v", name, err)
+		}
+	})
+	cfg, err := mysql.ParseDSN(env("ENTFLAKE_TEST_MYSQL", DefaultMySQL))
+	if err != nil {
+		t.Fatalf("mysql DSN: %v", err)
+	}
+	cfg.DBName = name
+	cfg.ParseTime = true
+	d := &DB{Name: name, DSN: cfg.FormatDSN(), Driver: "mysql"}
+	d.DB = d.Open(t)
+	return d
+}
+
+// MySQLDSN returns the DSN of database name as user (empty password).
+func MySQLDSN(t testing.TB, user, name string) string {
+	t.Helper()
+	cfg, err := mysql.ParseDSN(env("ENTFLAKE_TEST_MYSQL", DefaultMySQL))
+	if err != nil {
+		t.Fatalf("mysql DSN: %v", err)
+	}
+	cfg.User, cfg.Passwd, cfg.DBName, cfg.ParseTime = user, "", name, true
+	return cfg.FormatDSN()
+}
+
+// PostgresAdmin returns a pool on the server's administrative database.
+func PostgresAdmin(t testing.TB) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("pgx", env("ENTFLAKE_TEST_POSTGRES", DefaultPostgres))
+	if err != nil {
+		t.Fatalf("postgres DSN: %v", err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if err := ping(db); err != nil {
+		unavailable(t, "PostgreSQL", err)
+	}
+	return db
+}
+
+// Postgres creates a fresh database on the PostgreSQL server and drops it
+// when the test ends.
+func Postgres(t testing.TB) *DB {
+	t.Helper()
+	admin := PostgresAdmin(t)
+	name := UniqueName()
+	if _, err := admin.Exec("CREATE DATABASE " + name); err != nil {
+		t.Fatalf("create database: %v", err)
+	}
+	t.Cleanup(func() {
+		if _, err := admin.Exec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)"); err != nil {
+			t.Errorf("drop database %s: %v", name, err)
+		}
+	})
+	d := &DB{Name: name, DSN: PostgresDSN(t, "", name), Driver: "pgx"}
+	d.DB = d.Open(t)
+	return d
+}
+
+// PostgresDSN returns the URL of database name as user (empty: the admin URL's user).
+func PostgresDSN(t testing.TB, user, name string) string {
+	t.Helper()
+	u, err := url.Parse(env("ENTFLAKE_TEST_POSTGRES", DefaultPostgres))
+	if err != nil {
+		t.Fatalf("postgres DSN: %v", err)
+	}
+	if user != "" {
+		u.User = url.User(user)
+	}
+	u.Path = "/" + name
+	return u.String()
+}
+
+// SQLite creates a fresh database file in the test's temporary directory.
+// Connections wait up to 10 s for a lock (busy_timeout) and use WAL.
+func SQLite(t testing.TB) *DB {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "entflake.db")
+	d := &DB{Name: path, DSN: SQLiteDSN(path), Driver: "sqlite"}
+	d.DB = d.Open(t)
+	return d
+}
+
+// SQLiteDSN is the modernc.org/sqlite DSN of a database file, with a busy
+// timeout (SQLite's default is 0: a second writer fails at once), WAL, and
+// foreign keys on.
+func SQLiteDSN(path string) string {
+	return "file:" + filepath.ToSlash(path) + "?" + strings.Join([]string{
+		"_pragma=busy_timeout(10000)", "_pragma=journal_mode(WAL)", "_pragma=foreign_keys(1)",
+	}, "&")
+}
+
+// ClosedPort returns a loopback address on which nothing listens.
+func ClosedPort(t testing.TB) string {
+	t.Helper()
+	return fmt.Sprintf("127.0.0.1:%d", closedPort(t))
+}
+
+func closedPort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	if err := l.Close(); err != nil {
+		t.Fatalf("close listener: %v", err)
+	}
+	return port
+}

@@ -1,0 +1,363 @@
+// Package lease takes a worker id from the sys_sequence pool: one atomic
+// statement on the pool row ('__global__') hands every starter of every
+// service a distinct value, modulo the layout's worker range.
+//
+// The lease is for life: nothing is returned and nothing is renewed; a
+// restart takes a new number. The pool wraps to 0 after 2^workerBits takes,
+// after which a value may equal a live old instance's id; Lease.Wrapped says
+// so and the caller warns.
+//
+// Every server-side wait is bounded by the context's deadline, on the server
+// as well as in the client, so a take that the client abandoned cannot commit
+// later and silently use up a worker id.
+package lease
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"entgo.io/ent/dialect"
+
+	"github.com/entflake/entflake/schema"
+)
+
+// Request says what to lease and from where.
+type Request struct {
+	// DB holds the sys_sequence table. The lease pins one of its connections.
+	DB *sql.DB
+	// Dialect is ent's dialect name: dialect.MySQL, dialect.Postgres or dialect.SQLite.
+	Dialect string
+	// Service names the audit row; see schema.ValidateService.
+	Service string
+	// Instance is the tag recorded with the take, at most schema.InstanceSize characters.
+	Instance string
+	// Workers is the size of the worker range (2^workerBits); the pool row
+	// stays in 0..Workers-1. Services that share a pool must share it.
+	Workers int64
+	// Now is the local clock compared with the database's; nil means time.Now.
+	Now func() time.Time
+}
+
+// Lease is the outcome of a take.
+type Lease struct {
+	// WorkerID is the value handed out, in 0..Workers-1.
+	WorkerID int64
+	// Wrapped reports that the pool passed its last value and restarted at 0
+	// with this take: from now on an id may equal that of a live old instance.
+	Wrapped bool
+	// Created reports that the table was missing and this call created it (on
+	// a database that had a pool before, the pool restarted).
+	Created bool
+	// Reseeded reports that the table existed without its pool row, and the
+	// row was put back at 0 (the pool restarted).
+	Reseeded bool
+	// DBTime is the database's clock, read in the same round trip as the take
+	// (MySQL: as the read-back of the taken value).
+	DBTime time.Time
+	// Skew is the local clock minus the database clock at the middle of that
+	// round trip; it is uncertain by half of RoundTrip.
+	Skew time.Duration
+	// RoundTrip is how long that round trip took.
+	RoundTrip time.Duration
+	// AuditErr is set when the take succeeded but the service's audit row
+	// could not be written. The worker id is still valid.
+	AuditErr error
+}
+
+// ErrNoPoolRow is returned when the pool row is still missing after the
+// lease re-seeded it (something deletes it as fast as it is written).
+var ErrNoPoolRow = errors.New("pool row missing after re-seeding")
+
+// Take leases a worker id. The context's deadline bounds everything:
+// getting a connection, every statement, and each server-side lock wait.
+//
+// It looks for the table first and creates it only when it is missing, so
+// a user without CREATE privilege can still lease from an existing table;
+// and many starters at once on a fresh database all succeed. If the pool
+// row is missing, the take matches no row: Take re-seeds the row and takes
+// again, and never reports a stale value.
+func Take(ctx context.Context, r Request) (Lease, error) {
+	if err := r.validate(); err != nil {
+		return Lease{}, err
+	}
+	if r.Now == nil {
+		r.Now = time.Now
+	}
+	var (
+		l   Lease
+		err error
+	)
+	switch r.Dialect {
+	case dialect.MySQL:
+		l, err = takeMySQL(ctx, r)
+	case dialect.Postgres:
+		l, err = takePostgres(ctx, r)
+	default:
+		l, err = takeSQLite(ctx, r)
+	}
+	if err != nil {
+		return Lease{}, fmt.Errorf("lease from %s (%s): %w", schema.TableName, r.Dialect, err)
+	}
+	if l.WorkerID < 0 || l.WorkerID >= r.Workers {
+		// The statement keeps the row in range; a value outside it means
+		// someone wrote the row by hand (or a negative value was stored).
+		return Lease{}, fmt.Errorf("lease from %s (%s): pool row gave worker id %d, outside 0..%d; fix the %q row",
+			schema.TableName, r.Dialect, l.WorkerID, r.Workers-1, schema.PoolService)
+	}
+	l.Wrapped = l.WorkerID == 0
+	return l, nil
+}
+
+func (r Request) validate() error {
+	if r.DB == nil {
+		return errors.New("lease: no database")
+	}
+	if err := schema.CheckDialect(r.Dialect); err != nil {
+		return fmt.Errorf("lease: %w", err)
+	}
+	if err := schema.ValidateService(r.Service); err != nil {
+		return fmt.Errorf("lease: %w", err)
+	}
+	if r.Instance == "" || utf8.RuneCountInString(r.Instance) > schema.InstanceSize {
+		return fmt.Errorf("lease: instance tag must have 1 to %d characters, got %d",
+			schema.InstanceSize, utf8.RuneCountInString(r.Instance))
+	}
+	if r.Workers < 2 || r.Workers > 1<<21 {
+		return fmt.Errorf("lease: worker range %d is not 2..2^21", r.Workers)
+	}
+	return nil
+}
+
+// defaultServerBound bounds server-side waits when the context has no deadline.
+const defaultServerBound = 10 * time.Second
+
+// remaining is what is left of the context's deadline, at least min.
+func remaining(ctx context.Context, min time.Duration) time.Duration {
+	d := defaultServerBound
+	if dl, ok := ctx.Deadline(); ok {
+		d = time.Until(dl)
+	}
+	return max(d, min)
+}
+
+// readClock runs a query whose last column is the database clock in Unix
+// seconds and records the skew against the local clock.
+func readClock(l *Lease, now func() time.Time, run func(dbSecs *float64) error) error {
+	var dbSecs float64
+	t0 := now()
+	if err := run(&dbSecs); err != nil {
+		return err
+	}
+	t1 := now()
+	l.DBTime = time.Unix(0, int64(dbSecs*1e9))
+	l.RoundTrip = t1.Sub(t0)
+	l.Skew = t0.Add(l.RoundTrip / 2).Sub(l.DBTime)
+	return nil
+}
+
+// discard closes a pinned connection instead of returning it to the pool:
+// database/sql drops a connection whose Raw callback reports ErrBadConn.
+func discard(conn *sql.Conn) {
+	_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+}
+
+func takeMySQL(ctx context.Context, r Request) (l Lease, err error) {
+	// One connection for everything: LAST_INSERT_ID() is session state, and
+	// reading it on any other connection returns that session's last value.
+	conn, err := r.DB.Conn(ctx)
+	if err != nil {
+		return l, fmt.Errorf("get a connection: %w", err)
+	}
+	// The session now carries our lock-wait bounds and LAST_INSERT_ID: do
+	// not hand it back to the application's pool.
+	defer discard(conn)
+
+	secs := int64((remaining(ctx, time.Second) + time.Second - 1) / time.Second)
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf(mysqlLockWait, secs, secs)); err != nil {
+		return l, fmt.Errorf("bound lock waits: %w", err)
+	}
+	var n int
+	if err := conn.QueryRowContext(ctx, mysqlExists, schema.TableName).Scan(&n); err != nil {
+		return l, fmt.Errorf("look for the table: %w", err)
+	}
+	if n == 0 {
+		if err := create(ctx, conn, dialect.MySQL, mysqlSeed); err != nil {
+			return l, err
+		}
+		l.Created = true
+	}
+	for attempt := 0; ; attempt++ {
+		res, err := conn.ExecContext(ctx, mysqlTake, r.Workers, r.Instance, schema.PoolService)
+		if err != nil {
+			return l, fmt.Errorf("take: %w", err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return l, fmt.Errorf("take: %w", err)
+		}
+		if n > 0 {
+			break
+		}
+		// No pool row: LAST_INSERT_ID() would return whatever this session
+		// held before. Put the row back and take again.
+		if attempt > 0 {
+			return l, ErrNoPoolRow
+		}
+		if _, err := conn.ExecContext(ctx, mysqlSeed, schema.PoolService, schema.PoolInstance); err != nil {
+			return l, fmt.Errorf("re-seed the pool row: %w", err)
+		}
+		l.Reseeded = true
+	}
+	err = readClock(&l, r.Now, func(dbSecs *float64) error {
+		return conn.QueryRowContext(ctx, mysqlRead).Scan(&l.WorkerID, dbSecs)
+	})
+	if err != nil {
+		return l, fmt.Errorf("read the taken value: %w", err)
+	}
+	_, l.AuditErr = conn.ExecContext(ctx, mysqlAudit, r.Service, l.WorkerID, r.Instance, l.WorkerID, r.Instance)
+	return l, nil
+}
+
+// execer is what create needs of a *sql.Conn or *sql.Tx.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// create makes the table from the one definition and seeds the pool row.
+func create(ctx context.Context, x execer, d, seed string) error {
+	ddl, err := schema.CreateSQL(d)
+	if err != nil {
+		return err
+	}
+	if _, err := x.ExecContext(ctx, ddl); err != nil {
+		return fmt.Errorf("create the table: %w", err)
+	}
+	if _, err := x.ExecContext(ctx, seed, schema.PoolService, schema.PoolInstance); err != nil {
+		return fmt.Errorf("seed the pool row: %w", err)
+	}
+	return nil
+}
+
+func takePostgres(ctx context.Context, r Request) (l Lease, err error) {
+	// One transaction: SET LOCAL-style bounds that end with it, and the
+	// advisory lock that serialises creation is released at its end.
+	tx, err := r.DB.BeginTx(ctx, nil)
+	if err != nil {
+		return l, fmt.Errorf("begin: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	bound := fmt.Sprintf("%dms", remaining(ctx, time.Millisecond).Milliseconds())
+	if _, err = tx.ExecContext(ctx, pgLockWait, bound); err != nil {
+		return l, fmt.Errorf("bound lock waits: %w", err)
+	}
+	var exists bool
+	if err = tx.QueryRowContext(ctx, pgExists).Scan(&exists); err != nil {
+		return l, fmt.Errorf("look for the table: %w", err)
+	}
+	if !exists {
+		if _, err = tx.ExecContext(ctx, pgCreateLock); err != nil {
+			return l, fmt.Errorf("lock table creation: %w", err)
+		}
+		// Another starter may have created it while we waited for the lock;
+		// in READ COMMITTED this statement sees its commit.
+		if err = tx.QueryRowContext(ctx, pgExists).Scan(&exists); err != nil {
+			return l, fmt.Errorf("look for the table: %w", err)
+		}
+		if !exists {
+			if err = create(ctx, tx, dialect.Postgres, pgSeed); err != nil {
+				return l, err
+			}
+			l.Created = true
+		}
+	}
+	for attempt := 0; ; attempt++ {
+		err = readClock(&l, r.Now, func(dbSecs *float64) error {
+			return tx.QueryRowContext(ctx, pgTake, r.Workers, r.Instance, schema.PoolService).Scan(&l.WorkerID, dbSecs)
+		})
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return l, fmt.Errorf("take: %w", err)
+		}
+		if attempt > 0 {
+			return l, ErrNoPoolRow
+		}
+		if _, err = tx.ExecContext(ctx, pgSeed, schema.PoolService, schema.PoolInstance); err != nil {
+			return l, fmt.Errorf("re-seed the pool row: %w", err)
+		}
+		l.Reseeded = true
+	}
+	if err = tx.Commit(); err != nil {
+		return l, fmt.Errorf("commit the take: %w", err)
+	}
+	// The audit row is written after the commit, so that a failure there
+	// cannot undo the take; a server-side wait on it ends with the context
+	// (pgx cancels the query on the server).
+	_, l.AuditErr = r.DB.ExecContext(ctx, pgAudit, r.Service, l.WorkerID, r.Instance)
+	return l, nil
+}
+
+func takeSQLite(ctx context.Context, r Request) (l Lease, err error) {
+	// A pinned connection: busy_timeout is per connection. The connection
+	// goes back to the pool afterwards (dropping it would destroy a shared
+	// in-memory database), with its old busy_timeout restored.
+	conn, err := r.DB.Conn(ctx)
+	if err != nil {
+		return l, fmt.Errorf("get a connection: %w", err)
+	}
+	defer conn.Close()
+	var prev int64
+	if err := conn.QueryRowContext(ctx, sqliteBusyRead).Scan(&prev); err != nil {
+		return l, fmt.Errorf("read busy_timeout: %w", err)
+	}
+	bound := remaining(ctx, time.Millisecond).Milliseconds()
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf(sqliteBusySet, bound)); err != nil {
+		return l, fmt.Errorf("bound lock waits: %w", err)
+	}
+	defer func() {
+		// The context may have ended; this is a local call that does not wait.
+		if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), fmt.Sprintf(sqliteBusySet, prev)); rerr != nil {
+			discard(conn)
+		}
+	}()
+	var n int
+	if err := conn.QueryRowContext(ctx, sqliteExists, schema.TableName).Scan(&n); err != nil {
+		return l, fmt.Errorf("look for the table: %w", err)
+	}
+	if n == 0 {
+		if err := create(ctx, conn, dialect.SQLite, sqliteSeed); err != nil {
+			return l, err
+		}
+		l.Created = true
+	}
+	for attempt := 0; ; attempt++ {
+		err = readClock(&l, r.Now, func(dbSecs *float64) error {
+			return conn.QueryRowContext(ctx, sqliteTake, r.Workers, r.Instance, schema.PoolService).Scan(&l.WorkerID, dbSecs)
+		})
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return l, fmt.Errorf("take: %w", err)
+		}
+		if attempt > 0 {
+			return l, ErrNoPoolRow
+		}
+		if _, err := conn.ExecContext(ctx, sqliteSeed, schema.PoolService, schema.PoolInstance); err != nil {
+			return l, fmt.Errorf("re-seed the pool row: %w", err)
+		}
+		l.Reseeded = true
+	}
+	_, l.AuditErr = conn.ExecContext(ctx, sqliteAudit, r.Service, l.WorkerID, r.Instance)
+	return l, nil
+}

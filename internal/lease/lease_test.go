@@ -1,0 +1,593 @@
+package lease
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"entgo.io/ent/dialect"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/entflake/entflake/internal/dbtest"
+	"github.com/entflake/entflake/schema"
+)
+
+// backend is one database server (or SQLite) the lease runs against.
+type backend struct {
+	name    string
+	dialect string
+	fresh   func(testing.TB) *dbtest.DB
+}
+
+var backends = []backend{
+	{"mariadb", dialect.MySQL, dbtest.MySQL},
+	{"postgres", dialect.Postgres, dbtest.Postgres},
+	{"sqlite", dialect.SQLite, dbtest.SQLite},
+}
+
+func forEach(t *testing.T, f func(t *testing.T, b backend)) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) { f(t, b) })
+	}
+}
+
+func request(db *sql.DB, d, service string) Request {
+	return Request{DB: db, Dialect: d, Service: service, Instance: service + "@testhost@1@1700000000000", Workers: 1024}
+}
+
+func take(t testing.TB, r Request) Lease {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l, err := Take(ctx, r)
+	require.NoError(t, err)
+	require.NoError(t, l.AuditErr)
+	return l
+}
+
+// q rewrites ? placeholders as $1, $2, ... for PostgreSQL.
+func q(d, query string) string {
+	if d != dialect.Postgres {
+		return query
+	}
+	var b strings.Builder
+	n := 0
+	for _, r := range query {
+		if r == '?' {
+			n++
+			fmt.Fprintf(&b, "$%d", n)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func poolValue(t testing.TB, db *sql.DB) int64 {
+	t.Helper()
+	var v int64
+	require.NoError(t, db.QueryRow("SELECT worker_id FROM sys_sequence WHERE service_name = '__global__'").Scan(&v))
+	return v
+}
+
+func setPool(t testing.TB, db *sql.DB, v int64) {
+	t.Helper()
+	_, err := db.Exec(fmt.Sprintf("UPDATE sys_sequence SET worker_id = %d WHERE service_name = '__global__'", v))
+	require.NoError(t, err)
+}
+
+// takeConcurrently starts n takes at once and returns what they got.
+func takeConcurrently(t testing.TB, n int, f func(ctx context.Context) (int64, error)) []int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	vals := make([]int64, n)
+	errs := make([]error, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			vals[i], errs[i] = f(ctx)
+		})
+	}
+	close(start)
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	return vals
+}
+
+func distinct(vals []int64) int {
+	s := slices.Clone(vals)
+	slices.Sort(s)
+	return len(slices.Compact(s))
+}
+
+func seq(from, to int64) []int64 {
+	var s []int64
+	for v := from; v <= to; v++ {
+		s = append(s, v)
+	}
+	return s
+}
+
+// TestConcurrentTakesDistinct: 64 takes at once through a pool of 16
+// connections each get their own worker id: 1..64 from a fresh pool, and the
+// pool row ends at 64.
+func TestConcurrentTakesDistinct(t *testing.T) {
+	forEach(t, func(t *testing.T, b backend) {
+		db := b.fresh(t)
+		db.SetMaxOpenConns(16)
+		db.SetMaxIdleConns(16)
+		take(t, request(db.DB, b.dialect, "warmup")) // create the table once
+		vals := takeConcurrently(t, 64, func(ctx context.Context) (int64, error) {
+			l, err := Take(ctx, request(db.DB, b.dialect, "storm"))
+			return l.WorkerID, err
+		})
+		slices.Sort(vals)
+		assert.Equal(t, seq(2, 65), vals)
+		assert.Equal(t, int64(65), poolValue(t, db.DB))
+	})
+}
+
+// takeMySQLUnpinned is the mistake the source warns about: the same two
+// statements as takeMySQL, issued on *sql.DB, which may run them on two
+// different connections, so that LAST_INSERT_ID() reads another session's
+// value. It exists only to show that TestConcurrentTakesDistinct's check
+// catches it.
+func takeMySQLUnpinned(ctx context.Context, db *sql.DB) (int64, error) {
+	if _, err := db.ExecContext(ctx, mysqlTake, 1024, "unpinned", schema.PoolService); err != nil {
+		return 0, err
+	}
+	var id int64
+	var secs float64
+	err := db.QueryRowContext(ctx, mysqlRead).Scan(&id, &secs)
+	return id, err
+}
+
+// TestUnpinnedMistakeIsCaught runs the same concurrency check against the
+// unpinned take, and expects it to fail (a duplicate) within a few rounds.
+func TestUnpinnedMistakeIsCaught(t *testing.T) {
+	db := dbtest.MySQL(t)
+	db.SetMaxOpenConns(16)
+	db.SetMaxIdleConns(16)
+	take(t, request(db.DB, dialect.MySQL, "warmup"))
+	for round := range 10 {
+		vals := takeConcurrently(t, 64, func(ctx context.Context) (int64, error) {
+			return takeMySQLUnpinned(ctx, db.DB)
+		})
+		if d := distinct(vals); d < 64 {
+			t.Logf("round %d: the unpinned take gave %d distinct values out of 64", round, d)
+			return
+		}
+	}
+	t.Fatal("10 rounds of 64 concurrent unpinned takes gave no duplicate: the check cannot catch the mistake")
+}
+
+// TestMain doubles as the child process of TestMultiProcessTakes.
+func TestMain(m *testing.M) {
+	if d := os.Getenv("ENTFLAKE_LEASE_CHILD"); d != "" {
+		os.Exit(child(d, os.Getenv("ENTFLAKE_LEASE_DRIVER"), os.Getenv("ENTFLAKE_LEASE_DSN")))
+	}
+	os.Exit(m.Run())
+}
+
+// child takes 16 worker ids at once through a pool of 4 connections and
+// prints them, one a line.
+func child(d, driverName, dsn string) int {
+	db, err := sql.Open(driverName, dsn)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(4)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out := make(chan string, 16)
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			l, err := Take(ctx, request(db, d, "child"))
+			if err != nil {
+				out <- "error: " + err.Error()
+				return
+			}
+			out <- strconv.FormatInt(l.WorkerID, 10)
+		})
+	}
+	wg.Wait()
+	close(out)
+	for s := range out {
+		fmt.Println(s)
+	}
+	return 0
+}
+
+// TestMultiProcessTakes: four processes, each with its own pool, take 16
+// worker ids at once: 64 distinct values.
+func TestMultiProcessTakes(t *testing.T) {
+	forEach(t, func(t *testing.T, b backend) {
+		db := b.fresh(t)
+		take(t, request(db.DB, b.dialect, "warmup"))
+		const procs = 4
+		outs := make([]bytes.Buffer, procs)
+		cmds := make([]*exec.Cmd, procs)
+		for i := range procs {
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), "ENTFLAKE_LEASE_CHILD="+b.dialect,
+				"ENTFLAKE_LEASE_DRIVER="+db.Driver, "ENTFLAKE_LEASE_DSN="+db.DSN)
+			cmd.Stdout, cmd.Stderr = &outs[i], os.Stderr
+			require.NoError(t, cmd.Start())
+			cmds[i] = cmd
+		}
+		var vals []int64
+		for i, cmd := range cmds {
+			require.NoError(t, cmd.Wait())
+			sc := bufio.NewScanner(&outs[i])
+			for sc.Scan() {
+				v, err := strconv.ParseInt(sc.Text(), 10, 64)
+				require.NoError(t, err, "child said %q", sc.Text())
+				vals = append(vals, v)
+			}
+		}
+		slices.Sort(vals)
+		assert.Equal(t, seq(2, 65), vals)
+	})
+}
+
+// TestEnsureFreshAndExisting: the first take creates the table and seeds the
+// pool; the next finds both.
+func TestEnsureFreshAndExisting(t *testing.T) {
+	forEach(t, func(t *testing.T, b backend) {
+		db := b.fresh(t)
+		l := take(t, request(db.DB, b.dialect, "svc"))
+		assert.True(t, l.Created)
+		assert.False(t, l.Reseeded)
+		assert.Equal(t, int64(1), l.WorkerID)
+		l = take(t, request(db.DB, b.dialect, "svc"))
+		assert.False(t, l.Created)
+		assert.Equal(t, int64(2), l.WorkerID)
+		var instance string
+		require.NoError(t, db.QueryRow("SELECT instance FROM sys_sequence WHERE service_name = '__global__'").Scan(&instance))
+		assert.Equal(t, "svc@testhost@1@1700000000000", instance)
+	})
+}
+
+// TestFreshDatabaseStorm: 16 starters at once on a database without the
+// table all succeed with distinct ids (PostgreSQL's concurrent CREATE TABLE
+// IF NOT EXISTS can fail on its catalog; five fresh databases each).
+func TestFreshDatabaseStorm(t *testing.T) {
+	forEach(t, func(t *testing.T, b backend) {
+		for range 5 {
+			db := b.fresh(t)
+			db.SetMaxOpenConns(16)
+			vals := takeConcurrently(t, 16, func(ctx context.Context) (int64, error) {
+				l, err := Take(ctx, request(db.DB, b.dialect, "storm"))
+				return l.WorkerID, err
+			})
+			slices.Sort(vals)
+			assert.Equal(t, seq(1, 16), vals)
+		}
+	})
+}
+
+// TestAuditRowHoldsWorkerID: the service's row records the id handed out
+// and the instance tag, not the Java allocator's constant 0.
+func TestAuditRowHoldsWorkerID(t *testing.T) {
+	forEach(t, func(t *testing.T, b backend) {
+		db := b.fresh(t)
+		take(t, request(db.DB, b.dialect, "other"))
+		setPool(t, db.DB, 40)
+		r := request(db.DB, b.dialect, "billing")
+		l := take(t, r)
+		require.Equal(t, int64(41), l.WorkerID)
+		var (
+			worker   int64
+			instance string
+		)
+		require.NoError(t, db.QueryRow(q(b.dialect, "SELECT worker_id, instance FROM sys_sequence WHERE service_name = ?"), "billing").
+			Scan(&worker, &instance))
+		assert.Equal(t, int64(41), worker)
+		assert.Equal(t, r.Instance, instance)
+		// A second start of the service overwrites its row with the new id.
+		l = take(t, r)
+		require.NoError(t, db.QueryRow(q(b.dialect, "SELECT worker_id FROM sys_sequence WHERE service_name = ?"), "billing").Scan(&worker))
+		assert.Equal(t, l.WorkerID, worker)
+		assert.Equal(t, int64(42), worker)
+	})
+}
+
+// TestWrapAround: with the pool near its limit, 64 starters at once get 64
+// distinct ids across the wrap, the one that gets 0 is told, and the row
+// never leaves the worker range.
+func TestWrapAround(t *testing.T) {
+	forEach(t, func(t *testing.T, b backend) {
+		db := b.fresh(t)
+		db.SetMaxOpenConns(16)
+		take(t, request(db.DB, b.dialect, "warmup"))
+		setPool(t, db.DB, 1000)
+		var mu sync.Mutex
+		wrapped := 0
+		vals := takeConcurrently(t, 64, func(ctx context.Context) (int64, error) {
+			l, err := Take(ctx, request(db.DB, b.dialect, "wrap"))
+			if l.Wrapped {
+				mu.Lock()
+				wrapped++
+				mu.Unlock()
+			}
+			return l.WorkerID, err
+		})
+		slices.Sort(vals)
+		assert.Equal(t, append(seq(0, 40), seq(1001, 1023)...), vals)
+		assert.Equal(t, 1, wrapped)
+		assert.Equal(t, int64(40), poolValue(t, db.DB))
+
+		// A 5-bit worker field (the clock-sequence layout) wraps at 32.
+		setPool(t, db.DB, 30)
+		small := func() int64 {
+			r := request(db.DB, b.dialect, "small")
+			r.Workers = 32
+			return take(t, r).WorkerID
+		}
+		assert.Equal(t, []int64{31, 0, 1}, []int64{small(), small(), small()})
+	})
+}
+
+// TestPoolRowOutOfRange: a row written by hand outside the worker range is an
+// error, not a worker id that does not fit the layout.
+func TestPoolRowOutOfRange(t *testing.T) {
+	db := dbtest.SQLite(t)
+	take(t, request(db.DB, dialect.SQLite, "svc"))
+	setPool(t, db.DB, -7)
+	_, err := Take(context.Background(), request(db.DB, dialect.SQLite, "svc"))
+	assert.ErrorContains(t, err, "outside 0..1023")
+}
+
+// TestPoolRowDeleted: a missing pool row is re-seeded and the take starts the
+// pool over; on MySQL the connection's stale LAST_INSERT_ID is never reported.
+func TestPoolRowDeleted(t *testing.T) {
+	forEach(t, func(t *testing.T, b backend) {
+		db := b.fresh(t)
+		take(t, request(db.DB, b.dialect, "svc"))
+		setPool(t, db.DB, 500)
+		// One connection, which the lease will reuse, holding a stale value.
+		db.SetMaxOpenConns(1)
+		if b.dialect == dialect.MySQL {
+			var v int64
+			require.NoError(t, db.QueryRow("SELECT LAST_INSERT_ID(777)").Scan(&v))
+		}
+		_, err := db.Exec("DELETE FROM sys_sequence WHERE service_name = '__global__'")
+		require.NoError(t, err)
+		l := take(t, request(db.DB, b.dialect, "svc"))
+		assert.True(t, l.Reseeded)
+		assert.False(t, l.Created)
+		assert.Equal(t, int64(1), l.WorkerID)
+		assert.Equal(t, int64(1), poolValue(t, db.DB))
+	})
+}
+
+// TestTableVanished: a table dropped after use is created again and the pool
+// starts over, which the lease reports.
+func TestTableVanished(t *testing.T) {
+	forEach(t, func(t *testing.T, b backend) {
+		db := b.fresh(t)
+		take(t, request(db.DB, b.dialect, "svc"))
+		take(t, request(db.DB, b.dialect, "svc"))
+		_, err := db.Exec("DROP TABLE sys_sequence")
+		require.NoError(t, err)
+		l := take(t, request(db.DB, b.dialect, "svc"))
+		assert.True(t, l.Created)
+		assert.Equal(t, int64(1), l.WorkerID)
+	})
+}
+
+// TestServiceNameVerbatim: a service name that looks like SQL is bound, never
+// spliced, and stored as it is.
+func TestServiceNameVerbatim(t *testing.T) {
+	forEach(t, func(t *testing.T, b backend) {
+		db := b.fresh(t)
+		name := `x'); DROP TABLE sys_sequence; -- "ünï`
+		take(t, request(db.DB, b.dialect, name))
+		var got string
+		require.NoError(t, db.QueryRow(q(b.dialect, "SELECT service_name FROM sys_sequence WHERE service_name = ?"), name).Scan(&got))
+		assert.Equal(t, name, got)
+		assert.Equal(t, int64(1), poolValue(t, db.DB))
+	})
+}
+
+// TestClockSkew: the database clock comes back with the take; a local clock an
+// hour ahead shows as an hour of skew, a true one as almost none.
+func TestClockSkew(t *testing.T) {
+	forEach(t, func(t *testing.T, b backend) {
+		db := b.fresh(t)
+		l := take(t, request(db.DB, b.dialect, "svc"))
+		assert.Less(t, l.Skew.Abs(), 2*time.Second, "skew %v", l.Skew)
+		assert.WithinDuration(t, time.Now(), l.DBTime, 2*time.Second)
+		r := request(db.DB, b.dialect, "svc")
+		r.Now = func() time.Time { return time.Now().Add(time.Hour) }
+		l = take(t, r)
+		assert.InDelta(t, time.Hour.Seconds(), l.Skew.Seconds(), 2)
+	})
+}
+
+// holdPoolRow locks the pool row from another transaction until release is
+// called.
+func holdPoolRow(t *testing.T, b backend, db *dbtest.DB) (release func()) {
+	t.Helper()
+	other := db.Open(t)
+	tx, err := other.Begin()
+	require.NoError(t, err)
+	if b.dialect == dialect.SQLite {
+		// SQLite locks the whole database: any write takes the write lock.
+		_, err = tx.Exec("UPDATE sys_sequence SET instance = 'holder' WHERE service_name = 'holder'")
+	} else {
+		_, err = tx.Exec("SELECT worker_id FROM sys_sequence WHERE service_name = '__global__' FOR UPDATE")
+	}
+	require.NoError(t, err)
+	return func() { require.NoError(t, tx.Commit()) }
+}
+
+// TestRowLockedTimesOut: while another transaction holds the pool row, the
+// take gives up at its deadline; and because the server's own lock wait was
+// bounded too, the abandoned UPDATE never commits later.
+func TestRowLockedTimesOut(t *testing.T) {
+	forEach(t, func(t *testing.T, b backend) {
+		db := b.fresh(t)
+		take(t, request(db.DB, b.dialect, "svc"))
+		before := poolValue(t, db.DB)
+		release := holdPoolRow(t, b, db)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		start := time.Now()
+		_, err := Take(ctx, request(db.DB, b.dialect, "svc"))
+		elapsed := time.Since(start)
+		require.Error(t, err)
+		assert.Less(t, elapsed, 3*time.Second, "gave up within the deadline plus 2 s")
+		// Keep holding past the server-side bound (1 s), then let go: an
+		// UPDATE still queued on the server would now run.
+		time.Sleep(2500*time.Millisecond - elapsed)
+		release()
+		time.Sleep(500 * time.Millisecond)
+		assert.Equal(t, before, poolValue(t, db.DB), "the abandoned take must not commit after the client gave up")
+	})
+}
+
+// TestPoolExhausted: when the application holds every connection, the take
+// gives up at its deadline instead of queueing for one.
+func TestPoolExhausted(t *testing.T) {
+	forEach(t, func(t *testing.T, b backend) {
+		db := b.fresh(t)
+		take(t, request(db.DB, b.dialect, "svc"))
+		db.SetMaxOpenConns(2)
+		for range 2 {
+			c, err := db.Conn(context.Background())
+			require.NoError(t, err)
+			defer c.Close()
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		_, err := Take(ctx, request(db.DB, b.dialect, "svc"))
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Less(t, time.Since(start), 3*time.Second)
+	})
+}
+
+// TestServerDown: a closed port fails fast with the driver's error.
+func TestServerDown(t *testing.T) {
+	addr := dbtest.ClosedPort(t)
+	for _, c := range []struct{ driver, d, dsn string }{
+		{"mysql", dialect.MySQL, "root@tcp(" + addr + ")/test"},
+		{"pgx", dialect.Postgres, "postgres://root@" + addr + "/test?sslmode=disable"},
+	} {
+		db, err := sql.Open(c.driver, c.dsn)
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		start := time.Now()
+		_, err = Take(ctx, request(db, c.d, "svc"))
+		cancel()
+		db.Close()
+		assert.Error(t, err, c.d)
+		assert.Less(t, time.Since(start), 4*time.Second)
+	}
+}
+
+func TestRequestValidation(t *testing.T) {
+	db := dbtest.SQLite(t)
+	ok := request(db.DB, dialect.SQLite, "svc")
+	for name, c := range map[string]struct {
+		mod  func(*Request)
+		want string
+	}{
+		"no db":           {func(r *Request) { r.DB = nil }, "no database"},
+		"unknown dialect": {func(r *Request) { r.Dialect = "oracle" }, `unknown dialect "oracle"`},
+		"empty service":   {func(r *Request) { r.Service = "" }, "invalid service name: empty"},
+		"pool name":       {func(r *Request) { r.Service = "__global__" }, "reserved for the pool row"},
+		"long service":    {func(r *Request) { r.Service = strings.Repeat("s", 65) }, "65 characters"},
+		"empty instance":  {func(r *Request) { r.Instance = "" }, "instance tag"},
+		"long instance":   {func(r *Request) { r.Instance = strings.Repeat("i", 129) }, "instance tag"},
+		"one worker":      {func(r *Request) { r.Workers = 1 }, "worker range 1"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := ok
+			c.mod(&r)
+			_, err := Take(context.Background(), r)
+			assert.ErrorContains(t, err, c.want)
+		})
+	}
+	// 64 characters of any script fit.
+	r := ok
+	r.Service = strings.Repeat("é", 64)
+	_, err := Take(context.Background(), r)
+	assert.NoError(t, err)
+}
+
+// TestNoCreatePrivilege: a user who may read and write the table but not
+// create tables leases from an existing table (the lease looks before it
+// creates: MariaDB and PostgreSQL refuse CREATE TABLE IF NOT EXISTS to such a
+// user even when the table exists), and gets a clear error where there is
+// no table.
+func TestNoCreatePrivilege(t *testing.T) {
+	t.Run("mariadb", func(t *testing.T) {
+		db := dbtest.MySQL(t)
+		admin := dbtest.MySQLAdmin(t)
+		user := dbtest.UniqueName()
+		_, err := admin.Exec("CREATE USER '" + user + "'@'127.0.0.1'")
+		require.NoError(t, err)
+		t.Cleanup(func() { _, _ = admin.Exec("DROP USER '" + user + "'@'127.0.0.1'") })
+		_, err = admin.Exec("GRANT SELECT, INSERT, UPDATE ON `" + db.Name + "`.* TO '" + user + "'@'127.0.0.1'")
+		require.NoError(t, err)
+		restricted, err := sql.Open("mysql", dbtest.MySQLDSN(t, user, db.Name))
+		require.NoError(t, err)
+		defer restricted.Close()
+
+		_, err = Take(context.Background(), request(restricted, dialect.MySQL, "svc"))
+		require.ErrorContains(t, err, "create the table")
+		require.ErrorContains(t, err, "CREATE command denied")
+
+		take(t, request(db.DB, dialect.MySQL, "svc")) // the owner creates it: 1
+		l := take(t, request(restricted, dialect.MySQL, "svc"))
+		assert.Equal(t, int64(2), l.WorkerID)
+		assert.False(t, l.Created)
+	})
+	t.Run("postgres", func(t *testing.T) {
+		db := dbtest.Postgres(t)
+		admin := dbtest.PostgresAdmin(t)
+		user := dbtest.UniqueName()
+		_, err := admin.Exec("CREATE ROLE " + user + " LOGIN")
+		require.NoError(t, err)
+		t.Cleanup(func() {
+			_, _ = db.Exec("DROP OWNED BY " + user)
+			_, _ = admin.Exec("DROP ROLE " + user)
+		})
+		restricted, err := sql.Open("pgx", dbtest.PostgresDSN(t, user, db.Name))
+		require.NoError(t, err)
+		defer restricted.Close()
+
+		// PostgreSQL 15 gives ordinary users no CREATE on schema public.
+		_, err = Take(context.Background(), request(restricted, dialect.Postgres, "svc"))
+		require.ErrorContains(t, err, "create the table")
+		require.ErrorContains(t, err, "permission denied")
+
+		take(t, request(db.DB, dialect.Postgres, "svc"))
+		_, err = db.Exec("GRANT SELECT, INSERT, UPDATE ON sys_sequence TO " + user)
+		require.NoError(t, err)
+		l := take(t, request(restricted, dialect.Postgres, "svc"))
+		assert.Equal(t, int64(2), l.WorkerID)
+		assert.False(t, l.Created)
+	})
+}

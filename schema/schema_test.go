@@ -1,0 +1,174 @@
+package schema_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	atlas "ariga.io/atlas/sql/schema"
+	"entgo.io/ent/dialect"
+	entsql "entgo.io/ent/dialect/sql"
+	entschema "entgo.io/ent/dialect/sql/schema"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/entflake/entflake/internal/dbtest"
+	"github.com/entflake/entflake/schema"
+)
+
+func TestCreateSQL(t *testing.T) {
+	want := map[string]string{
+		dialect.MySQL: "CREATE TABLE IF NOT EXISTS `sys_sequence` (`service_name` varchar(64) NOT NULL, " +
+			"`worker_id` int NOT NULL DEFAULT 0, `instance` varchar(128) NULL, " +
+			"`updated_at` datetime NOT NULL DEFAULT CURRENT_TIMESTAMP, PRIMARY KEY (`service_name`)) " +
+			"DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
+		dialect.Postgres: `CREATE TABLE IF NOT EXISTS "sys_sequence" ("service_name" varchar(64) NOT NULL, ` +
+			`"worker_id" integer NOT NULL DEFAULT 0, "instance" varchar(128) NULL, ` +
+			`"updated_at" timestamp with time zone NOT NULL DEFAULT CURRENT_TIMESTAMP, PRIMARY KEY ("service_name"))`,
+		dialect.SQLite: `CREATE TABLE IF NOT EXISTS "sys_sequence" ("service_name" varchar(64) NOT NULL, ` +
+			`"worker_id" integer NOT NULL DEFAULT 0, "instance" varchar(128) NULL, ` +
+			`"updated_at" datetime NOT NULL DEFAULT CURRENT_TIMESTAMP, PRIMARY KEY ("service_name"))`,
+	}
+	for d, w := range want {
+		got, err := schema.CreateSQL(d)
+		require.NoError(t, err)
+		assert.Equal(t, w, got)
+	}
+	_, err := schema.CreateSQL("sqlserver")
+	assert.ErrorIs(t, err, schema.ErrUnknownDialect)
+	assert.ErrorContains(t, err, `"sqlserver"`)
+}
+
+func TestTableIsFresh(t *testing.T) {
+	a, b := schema.Table(), schema.Table()
+	assert.NotSame(t, a, b)
+	assert.Equal(t, a.Name, b.Name)
+	a.Columns[0].Name = "changed"
+	assert.Equal(t, schema.ColumnServiceName, schema.Table().Columns[0].Name)
+}
+
+func TestValidateService(t *testing.T) {
+	for name, ok := range map[string]bool{
+		"billing":                     true,
+		strings.Repeat("a", 64):       true,
+		strings.Repeat("界", 64):       true, // characters, not bytes
+		"":                            false,
+		strings.Repeat("a", 65):       false,
+		"__global__":                  false,
+		"a\x00b":                      false,
+		"\xff\xfe":                    false,
+		"x'); DROP TABLE t; --":       true, // bound as a parameter, stored verbatim
+		"svc with spaces and ünicode": true,
+	} {
+		err := schema.ValidateService(name)
+		if ok {
+			assert.NoError(t, err, "%q", name)
+		} else {
+			assert.ErrorIs(t, err, schema.ErrInvalidService, "%q", name)
+		}
+	}
+}
+
+func TestTruncateInstance(t *testing.T) {
+	assert.Equal(t, "a@b@1@2", schema.TruncateInstance("a@b@1@2"))
+	long := strings.Repeat("é", 200)
+	cut := schema.TruncateInstance(long)
+	assert.Equal(t, strings.Repeat("é", 128), cut)
+}
+
+type backend struct {
+	name    string
+	dialect string
+	fresh   func(testing.TB) *dbtest.DB
+}
+
+var backends = []backend{
+	{"mariadb", dialect.MySQL, dbtest.MySQL},
+	{"postgres", dialect.Postgres, dbtest.Postgres},
+	{"sqlite", dialect.SQLite, dbtest.SQLite},
+}
+
+// migrate runs ent's migration (Atlas) of the sys_sequence table alone and
+// returns the changes it planned.
+func migrate(t *testing.T, b backend, db *dbtest.DB) []atlas.Change {
+	t.Helper()
+	var planned []atlas.Change
+	m, err := entschema.NewMigrate(entsql.OpenDB(b.dialect, db.DB),
+		entschema.WithDiffHook(func(next entschema.Differ) entschema.Differ {
+			return entschema.DiffFunc(func(current, desired *atlas.Schema) ([]atlas.Change, error) {
+				changes, err := next.Diff(current, desired)
+				planned = append(planned, changes...)
+				return changes, err
+			})
+		}))
+	require.NoError(t, err)
+	require.NoError(t, m.Create(context.Background(), schema.Table()))
+	return planned
+}
+
+// TestEnsureThenMigrate: a table made by CreateSQL (the lease's ensure step)
+// is exactly what ent's migration wants: it plans no change, so a service
+// does not ALTER the table at every start.
+func TestEnsureThenMigrate(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			db := b.fresh(t)
+			ddl, err := schema.CreateSQL(b.dialect)
+			require.NoError(t, err)
+			_, err = db.Exec(ddl)
+			require.NoError(t, err)
+			assert.Empty(t, migrate(t, b, db))
+		})
+	}
+}
+
+// TestMigrateThenEnsure: a table made by ent's migration takes the lease's
+// idempotent DDL without error, and keeps the defaults the Java allocator
+// relies on when it inserts without updated_at.
+func TestMigrateThenEnsure(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			db := b.fresh(t)
+			assert.NotEmpty(t, migrate(t, b, db), "the first migration creates the table")
+			assert.Empty(t, migrate(t, b, db), "the second has nothing to do")
+			ddl, err := schema.CreateSQL(b.dialect)
+			require.NoError(t, err)
+			_, err = db.Exec(ddl)
+			require.NoError(t, err)
+			_, err = db.Exec("INSERT INTO sys_sequence (service_name, instance) VALUES ('__global__', 'pool')")
+			require.NoError(t, err)
+			var worker int
+			var updated string
+			require.NoError(t, db.QueryRow("SELECT worker_id, CAST(updated_at AS CHAR(32)) FROM sys_sequence").Scan(&worker, &updated))
+			assert.Zero(t, worker)
+			assert.NotEmpty(t, updated)
+		})
+	}
+}
+
+// sourceDDL is the Java allocator's table (docker/mysql-init/22-sys-sequence.sql
+// in the source), without its utf8mb4_0900_ai_ci collation, which MariaDB
+// does not know.
+const sourceDDL = "CREATE TABLE IF NOT EXISTS `sys_sequence` (" +
+	"`service_name` VARCHAR(64) NOT NULL COMMENT '__global__ is the pool row', " +
+	"`worker_id` INT NOT NULL DEFAULT 0 COMMENT 'pool row: last id handed out', " +
+	"`instance` VARCHAR(128) DEFAULT NULL COMMENT 'service@pid@start', " +
+	"`updated_at` DATETIME NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP, " +
+	"PRIMARY KEY (`service_name`)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COMMENT='snowflake worker-id pool'"
+
+// TestMigrateKeepsSourceRows: ent's migration over a table made by the Java
+// source's own DDL keeps its rows.
+func TestMigrateKeepsSourceRows(t *testing.T) {
+	b := backends[0]
+	db := b.fresh(t)
+	_, err := db.Exec(sourceDDL)
+	require.NoError(t, err)
+	_, err = db.Exec("INSERT INTO sys_sequence (service_name, worker_id, instance) VALUES ('__global__', 17, 'pool'), ('java-svc', 0, 'java-svc@1@1')")
+	require.NoError(t, err)
+	migrate(t, b, db)
+	var n, pool int
+	require.NoError(t, db.QueryRow("SELECT COUNT(*) FROM sys_sequence").Scan(&n))
+	require.NoError(t, db.QueryRow("SELECT worker_id FROM sys_sequence WHERE service_name = '__global__'").Scan(&pool))
+	assert.Equal(t, 2, n)
+	assert.Equal(t, 17, pool)
+}
