@@ -1,0 +1,113 @@
+package entflake_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"entgo.io/ent/dialect"
+	_ "modernc.org/sqlite" // registers the pure-Go "sqlite" driver
+
+	"github.com/entflake/entflake"
+)
+
+// stoppedClock stands still until slept on: it makes the IDs below
+// reproducible. Real code keeps the default clock.
+type stoppedClock struct{ t time.Time }
+
+func (c *stoppedClock) Now() time.Time        { return c.t }
+func (c *stoppedClock) Sleep(d time.Duration) { c.t = c.t.Add(d) }
+
+// A generator with a fixed worker id and no database, as in tests and tools.
+func ExampleNew() {
+	clock := &stoppedClock{time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)}
+	gen, err := entflake.New(7, entflake.WithClock(clock))
+	if err != nil {
+		log.Fatal(err)
+	}
+	for range 3 {
+		id, err := gen.NextID()
+		if err != nil {
+			log.Fatal(err)
+		}
+		p, _ := gen.Decode(id)
+		fmt.Println(id, p.Time.Format(time.RFC3339Nano), p.WorkerID, p.Sequence)
+	}
+	// Output:
+	// 385716584448028672 2026-11-30T09:00:00Z 7 0
+	// 385716584448028673 2026-11-30T09:00:00Z 7 1
+	// 385716584448028674 2026-11-30T09:00:00Z 7 2
+}
+
+// Leasing a worker id from the application's own database. The first lease
+// creates sys_sequence; each start takes the next id.
+func ExampleOpenDB() {
+	dir, err := os.MkdirTemp("", "entflake-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "app.db")+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer db.Close()
+
+	ctx := context.Background()
+	quiet := entflake.WithLogger(slog.New(slog.DiscardHandler))
+	for range 2 { // two starts of the service
+		gen, err := entflake.OpenDB(ctx, db, dialect.SQLite, entflake.WithService("payments"), quiet)
+		if err != nil {
+			log.Fatal(err) // bad configuration; a failed lease falls back instead
+		}
+		fmt.Println(gen.Source(), gen.WorkerID())
+	}
+	// Output:
+	// lease 1
+	// lease 2
+}
+
+// Taking an ID apart, given the layout and epoch that issued it.
+func ExampleDecode() {
+	p, err := entflake.Decode(385716584448028673, entflake.DefaultLayout, entflake.DefaultEpoch)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(p.Time.Format(time.RFC3339Nano), p.WorkerID, p.Sequence)
+	// Output: 2026-11-30T09:00:00Z 7 1
+}
+
+// The default rollback policy keeps issuing inside the last millisecond when
+// the clock steps back a little, and refuses past its fuse.
+func ExampleClampRollback() {
+	clock := &stoppedClock{time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)}
+	gen, err := entflake.New(1, entflake.WithClock(clock),
+		entflake.WithRollbackPolicy(entflake.ClampRollback(100*time.Millisecond)))
+	if err != nil {
+		log.Fatal(err)
+	}
+	show := func() {
+		id, err := gen.NextID()
+		if errors.Is(err, entflake.ErrClockBackwards) {
+			fmt.Println("refused:", err)
+			return
+		}
+		p, _ := gen.Decode(id)
+		fmt.Println(p.Time.Format("15:04:05.000"), p.Sequence)
+	}
+	show()
+	clock.t = clock.t.Add(-50 * time.Millisecond) // within the fuse: borrow
+	show()
+	clock.t = clock.t.Add(-time.Second) // beyond it
+	show()
+	// Output:
+	// 09:00:00.000 0
+	// 09:00:00.000 1
+	// refused: clock moved backwards by 1050ms, beyond the clamp fuse of 100ms
+}

@@ -1,0 +1,488 @@
+package entflake
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"entgo.io/ent/dialect"
+	entsql "entgo.io/ent/dialect/sql"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/entflake/entflake/internal/dbtest"
+)
+
+// record is one captured log record.
+type record struct {
+	level slog.Level
+	msg   string
+	attrs map[string]string
+}
+
+// logSink is a slog.Handler that keeps what it is given.
+type logSink struct {
+	mu      sync.Mutex
+	records []record
+}
+
+func (s *logSink) Enabled(context.Context, slog.Level) bool { return true }
+func (s *logSink) WithAttrs([]slog.Attr) slog.Handler       { return s }
+func (s *logSink) WithGroup(string) slog.Handler            { return s }
+func (s *logSink) Handle(_ context.Context, r slog.Record) error {
+	rec := record{level: r.Level, msg: r.Message, attrs: map[string]string{}}
+	r.Attrs(func(a slog.Attr) bool {
+		rec.attrs[a.Key] = a.Value.String()
+		return true
+	})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.records = append(s.records, rec)
+	return nil
+}
+
+func (s *logSink) all() []record {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]record(nil), s.records...)
+}
+
+// find returns the records at level whose message contains substr.
+func (s *logSink) find(level slog.Level, substr string) []record {
+	var out []record
+	for _, r := range s.all() {
+		if r.level == level && strings.Contains(r.msg, substr) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func newSink() (*logSink, Option) {
+	s := &logSink{}
+	return s, WithLogger(slog.New(s))
+}
+
+type backend struct {
+	name    string
+	dialect string
+	fresh   func(testing.TB) *dbtest.DB
+}
+
+var backends = []backend{
+	{"mariadb", dialect.MySQL, dbtest.MySQL},
+	{"postgres", dialect.Postgres, dbtest.Postgres},
+	{"sqlite", dialect.SQLite, dbtest.SQLite},
+}
+
+func forEach(t *testing.T, f func(t *testing.T, b backend)) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) { f(t, b) })
+	}
+}
+
+// checkIDs issues a few IDs and checks that they decode to the generator's
+// worker id.
+func checkIDs(t *testing.T, g *Generator) {
+	t.Helper()
+	prev := int64(0)
+	for range 100 {
+		id, err := g.NextID()
+		require.NoError(t, err)
+		require.Greater(t, id, prev)
+		p, err := g.Decode(id)
+		require.NoError(t, err)
+		require.Equal(t, g.WorkerID(), p.WorkerID)
+		prev = id
+	}
+}
+
+func TestLadderLease(t *testing.T) {
+	forEach(t, func(t *testing.T, b backend) {
+		t.Setenv(EnvWorkerID, "")
+		db := b.fresh(t)
+		sink, logOpt := newSink()
+		g, err := OpenDB(context.Background(), db.DB, b.dialect, WithService("payments"), logOpt)
+		require.NoError(t, err)
+		assert.Equal(t, SourceLease, g.Source())
+		assert.Equal(t, int64(1), g.WorkerID())
+		assert.Equal(t, "payments", g.Service())
+		parts := strings.Split(g.Instance(), "@")
+		require.Len(t, parts, 4, g.Instance())
+		assert.Equal(t, "payments", parts[0])
+		assert.Equal(t, hostIdentity(), parts[1])
+		assert.Equal(t, strconv.Itoa(os.Getpid()), parts[2])
+		checkIDs(t, g)
+
+		infos := sink.find(slog.LevelInfo, "leased worker id")
+		require.Len(t, infos, 1)
+		assert.Equal(t, map[string]string{"service": "payments", "worker_id": "1", "source": "lease"},
+			pick(infos[0].attrs, "service", "worker_id", "source"))
+		// The first lease on a fresh database created the table, and says so.
+		assert.Len(t, sink.find(slog.LevelWarn, "created the missing sys_sequence table"), 1)
+
+		g2, err := OpenDB(context.Background(), db.DB, b.dialect, WithService("payments"), logOpt)
+		require.NoError(t, err)
+		assert.Equal(t, int64(2), g2.WorkerID())
+		assert.Len(t, sink.find(slog.LevelWarn, ""), 1, "no new warning on an existing table")
+	})
+}
+
+func pick(m map[string]string, keys ...string) map[string]string {
+	out := map[string]string{}
+	for _, k := range keys {
+		out[k] = m[k]
+	}
+	return out
+}
+
+func TestLadderExplicit(t *testing.T) {
+	// A database that would fail if touched: explicit ids never lease.
+	down, err := sql.Open("mysql", "root@tcp("+dbtest.ClosedPort(t)+")/test")
+	require.NoError(t, err)
+	defer down.Close()
+
+	t.Run("option", func(t *testing.T) {
+		t.Setenv(EnvWorkerID, "5")
+		sink, logOpt := newSink()
+		g, err := OpenDB(context.Background(), down, dialect.MySQL, WithWorkerID(9), logOpt)
+		require.NoError(t, err)
+		assert.Equal(t, int64(9), g.WorkerID(), "the option wins over the environment")
+		assert.Equal(t, SourceExplicit, g.Source())
+		infos := sink.find(slog.LevelInfo, "fixed worker id")
+		require.Len(t, infos, 1)
+		assert.Equal(t, "explicit", infos[0].attrs["source"])
+		assert.Equal(t, "9", infos[0].attrs["worker_id"])
+		checkIDs(t, g)
+	})
+	t.Run("environment", func(t *testing.T) {
+		t.Setenv(EnvWorkerID, "1023")
+		g, err := OpenDB(context.Background(), down, dialect.MySQL, WithLogger(slog.New(&logSink{})))
+		require.NoError(t, err)
+		assert.Equal(t, int64(1023), g.WorkerID())
+		assert.Equal(t, SourceExplicit, g.Source())
+	})
+	for value, want := range map[string]string{
+		"abc":  `ENTFLAKE_WORKER_ID="abc" is not a decimal integer`,
+		" 7":   `ENTFLAKE_WORKER_ID=" 7" is not a decimal integer`,
+		"1024": "ENTFLAKE_WORKER_ID=1024 is outside 0..1023",
+		"-1":   "ENTFLAKE_WORKER_ID=-1 is outside 0..1023",
+	} {
+		t.Run("malformed "+value, func(t *testing.T) {
+			t.Setenv(EnvWorkerID, value)
+			_, err := OpenDB(context.Background(), down, dialect.MySQL, WithService("svc"))
+			assert.ErrorIs(t, err, ErrInvalidWorkerID)
+			assert.ErrorContains(t, err, want)
+		})
+	}
+	t.Run("layout bounds the variable", func(t *testing.T) {
+		t.Setenv(EnvWorkerID, "32")
+		_, err := OpenDB(context.Background(), nil, "", WithLayout(ClockSequenceLayout), WithRollbackPolicy(BumpClockSequence()))
+		assert.ErrorContains(t, err, "ENTFLAKE_WORKER_ID=32 is outside 0..31")
+	})
+}
+
+func TestLadderFallbackNoDatabase(t *testing.T) {
+	t.Setenv(EnvWorkerID, "")
+	sink, logOpt := newSink()
+	g, err := OpenDB(context.Background(), nil, "", WithService("reports"), logOpt)
+	require.NoError(t, err)
+	assert.Equal(t, SourceFallback, g.Source())
+	assert.Equal(t, fallbackWorkerID("reports", hostIdentity(), os.Getpid(), 1024), g.WorkerID())
+	warns := sink.find(slog.LevelWarn, "fallback hash")
+	require.Len(t, warns, 1)
+	w := warns[0]
+	assert.Equal(t, "fallback", w.attrs["source"])
+	assert.Equal(t, "reports", w.attrs["service"])
+	assert.Equal(t, strconv.FormatInt(g.WorkerID(), 10), w.attrs["worker_id"])
+	assert.Contains(t, w.attrs["reason"], "no database")
+	assert.Contains(t, w.attrs["risk"], "1/1024")
+	assert.Contains(t, w.attrs["risk"], "about 38 give even odds")
+	checkIDs(t, g)
+
+	// Open with a nil ent driver is the same rung.
+	g, err = Open(context.Background(), nil, WithService("reports"), logOpt)
+	require.NoError(t, err)
+	assert.Equal(t, SourceFallback, g.Source())
+}
+
+// TestLadderFallbackServerDown: a database that does not answer (a closed
+// port) falls back, well within the lease timeout.
+func TestLadderFallbackServerDown(t *testing.T) {
+	t.Setenv(EnvWorkerID, "")
+	addr := dbtest.ClosedPort(t)
+	for _, c := range []struct{ driver, d, dsn string }{
+		{"mysql", dialect.MySQL, "root@tcp(" + addr + ")/test"},
+		{"pgx", dialect.Postgres, "postgres://root@" + addr + "/test?sslmode=disable"},
+	} {
+		t.Run(c.d, func(t *testing.T) {
+			db, err := sql.Open(c.driver, c.dsn)
+			require.NoError(t, err)
+			defer db.Close()
+			sink, logOpt := newSink()
+			start := time.Now()
+			g, err := OpenDB(context.Background(), db, c.d, WithService("svc"), WithLeaseTimeout(time.Second), logOpt)
+			require.NoError(t, err)
+			assert.Less(t, time.Since(start), 3*time.Second)
+			assert.Equal(t, SourceFallback, g.Source())
+			warns := sink.find(slog.LevelWarn, "fallback hash")
+			require.Len(t, warns, 1)
+			assert.Contains(t, warns[0].attrs["reason"], "refused")
+		})
+	}
+}
+
+// TestLadderFallbackRowLocked: while another transaction holds the pool
+// row, Open falls back when its lease timeout runs out, not later.
+func TestLadderFallbackRowLocked(t *testing.T) {
+	t.Setenv(EnvWorkerID, "")
+	forEach(t, func(t *testing.T, b backend) {
+		db := b.fresh(t)
+		_, err := OpenDB(context.Background(), db.DB, b.dialect, WithService("svc"), WithLogger(slog.New(&logSink{})))
+		require.NoError(t, err)
+		tx, err := db.Open(t).Begin()
+		require.NoError(t, err)
+		defer tx.Rollback()
+		if b.dialect == dialect.SQLite {
+			_, err = tx.Exec("UPDATE sys_sequence SET instance = 'holder' WHERE service_name = 'nobody'")
+		} else {
+			_, err = tx.Exec("SELECT worker_id FROM sys_sequence WHERE service_name = '__global__' FOR UPDATE")
+		}
+		require.NoError(t, err)
+
+		sink, logOpt := newSink()
+		start := time.Now()
+		g, err := OpenDB(context.Background(), db.DB, b.dialect, WithService("svc"), WithLeaseTimeout(time.Second), logOpt)
+		elapsed := time.Since(start)
+		require.NoError(t, err)
+		assert.Equal(t, SourceFallback, g.Source())
+		assert.GreaterOrEqual(t, elapsed, 900*time.Millisecond, "it did wait for the lock")
+		assert.Less(t, elapsed, 3*time.Second, "within the lease timeout plus 2 s")
+		assert.Len(t, sink.find(slog.LevelWarn, "fallback hash"), 1)
+	})
+}
+
+// TestLadderFallbackPoolExhausted: an application pool with no free
+// connection makes the lease fall back at its timeout.
+func TestLadderFallbackPoolExhausted(t *testing.T) {
+	t.Setenv(EnvWorkerID, "")
+	db := dbtest.MySQL(t)
+	db.SetMaxOpenConns(1)
+	conn, err := db.Conn(context.Background())
+	require.NoError(t, err)
+	defer conn.Close()
+	start := time.Now()
+	g, err := OpenDB(context.Background(), db.DB, dialect.MySQL, WithService("svc"),
+		WithLeaseTimeout(500*time.Millisecond), WithLogger(slog.New(&logSink{})))
+	require.NoError(t, err)
+	assert.Equal(t, SourceFallback, g.Source())
+	assert.Less(t, time.Since(start), 2500*time.Millisecond)
+}
+
+// TestLadderCallerContextEnded: when the caller's own context ends, Open
+// returns its error instead of starting on a fallback id.
+func TestLadderCallerContextEnded(t *testing.T) {
+	t.Setenv(EnvWorkerID, "")
+	db := dbtest.SQLite(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := OpenDB(ctx, db.DB, dialect.SQLite, WithService("svc"))
+	assert.ErrorIs(t, err, context.Canceled)
+}
+
+// TestLadderLeaseDB: the pool can live in another database than the
+// entities: the table appears there, not in the entities' database.
+func TestLadderLeaseDB(t *testing.T) {
+	t.Setenv(EnvWorkerID, "")
+	entities := dbtest.SQLite(t)
+	pool := dbtest.MySQL(t)
+	g, err := OpenDB(context.Background(), entities.DB, dialect.SQLite, WithService("svc"),
+		WithLeaseDB(pool.DB, dialect.MySQL), WithLogger(slog.New(&logSink{})))
+	require.NoError(t, err)
+	assert.Equal(t, SourceLease, g.Source())
+	var n int
+	require.NoError(t, pool.QueryRow("SELECT COUNT(*) FROM sys_sequence WHERE service_name = 'svc'").Scan(&n))
+	assert.Equal(t, 1, n)
+	require.NoError(t, entities.QueryRow("SELECT COUNT(*) FROM sqlite_master WHERE name = 'sys_sequence'").Scan(&n))
+	assert.Zero(t, n)
+}
+
+// TestLadderWrapWarns: the start that wraps the pool to 0 logs a warning.
+func TestLadderWrapWarns(t *testing.T) {
+	t.Setenv(EnvWorkerID, "")
+	forEach(t, func(t *testing.T, b backend) {
+		db := b.fresh(t)
+		_, err := OpenDB(context.Background(), db.DB, b.dialect, WithService("svc"), WithLogger(slog.New(&logSink{})))
+		require.NoError(t, err)
+		_, err = db.Exec("UPDATE sys_sequence SET worker_id = 1023 WHERE service_name = '__global__'")
+		require.NoError(t, err)
+		sink, logOpt := newSink()
+		g, err := OpenDB(context.Background(), db.DB, b.dialect, WithService("svc"), logOpt)
+		require.NoError(t, err)
+		assert.Equal(t, int64(0), g.WorkerID())
+		assert.Equal(t, SourceLease, g.Source())
+		assert.Len(t, sink.find(slog.LevelWarn, "wrapped around to 0"), 1)
+	})
+}
+
+// skewedClock is the real clock an hour ahead.
+type skewedClock struct{ off time.Duration }
+
+func (c skewedClock) Now() time.Time        { return time.Now().Add(c.off) }
+func (c skewedClock) Sleep(d time.Duration) { time.Sleep(d) }
+
+func TestLadderClockSkew(t *testing.T) {
+	t.Setenv(EnvWorkerID, "")
+	forEach(t, func(t *testing.T, b backend) {
+		db := b.fresh(t)
+		sink, logOpt := newSink()
+		g, err := OpenDB(context.Background(), db.DB, b.dialect, WithService("svc"), logOpt,
+			WithClock(skewedClock{time.Hour}))
+		require.NoError(t, err)
+		assert.Equal(t, SourceLease, g.Source())
+		warns := sink.find(slog.LevelWarn, "far from the database's clock")
+		require.Len(t, warns, 1)
+		assert.Contains(t, warns[0].attrs["skew"], "1h0m")
+
+		_, err = OpenDB(context.Background(), db.DB, b.dialect, WithService("svc"), logOpt,
+			WithClock(skewedClock{-time.Hour}), WithClockSkewCheck(time.Minute, true))
+		assert.ErrorIs(t, err, ErrClockSkew)
+
+		// A true clock passes a strict check.
+		g, err = OpenDB(context.Background(), db.DB, b.dialect, WithService("svc"), logOpt,
+			WithClockSkewCheck(time.Second, true))
+		require.NoError(t, err)
+		assert.Equal(t, SourceLease, g.Source())
+	})
+}
+
+// TestOpenEntDriver: Open takes what ent users hold, an ent SQL driver,
+// also when wrapped by dialect.Debug.
+func TestOpenEntDriver(t *testing.T) {
+	t.Setenv(EnvWorkerID, "")
+	db := dbtest.SQLite(t)
+	drv := entsql.OpenDB(dialect.SQLite, db.DB)
+	g, err := Open(context.Background(), drv, WithService("svc"), WithLogger(slog.New(&logSink{})))
+	require.NoError(t, err)
+	assert.Equal(t, SourceLease, g.Source())
+	assert.Equal(t, int64(1), g.WorkerID())
+	g, err = Open(context.Background(), dialect.Debug(drv), WithService("svc"), WithLogger(slog.New(&logSink{})))
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), g.WorkerID())
+}
+
+// TestConcurrentOpens: many generators opened at once on one database get
+// distinct worker ids, and their IDs never collide.
+func TestConcurrentOpens(t *testing.T) {
+	t.Setenv(EnvWorkerID, "")
+	forEach(t, func(t *testing.T, b backend) {
+		db := b.fresh(t)
+		db.SetMaxOpenConns(8)
+		const n = 32
+		gens := make([]*Generator, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				g, err := OpenDB(context.Background(), db.DB, b.dialect, WithService(fmt.Sprintf("svc-%d", i%4)),
+					WithLogger(slog.New(&logSink{})), WithLeaseTimeout(20*time.Second))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				gens[i] = g
+			})
+		}
+		wg.Wait()
+		seen := map[int64]bool{}
+		ids := map[int64]bool{}
+		for _, g := range gens {
+			require.NotNil(t, g)
+			require.Equal(t, SourceLease, g.Source())
+			require.False(t, seen[g.WorkerID()], "worker id %d twice", g.WorkerID())
+			seen[g.WorkerID()] = true
+			for range 1000 {
+				id, err := g.NextID()
+				require.NoError(t, err)
+				require.False(t, ids[id])
+				ids[id] = true
+			}
+		}
+	})
+}
+
+func TestOpenRejectsBadInput(t *testing.T) {
+	t.Setenv(EnvWorkerID, "")
+	db := dbtest.SQLite(t)
+	for name, c := range map[string]struct {
+		dialect string
+		opts    []Option
+		is      error
+		msg     string
+	}{
+		"unknown dialect":    {"oracle", []Option{WithService("svc")}, ErrUnknownDialect, `"oracle"`},
+		"no service":         {dialect.SQLite, nil, ErrInvalidService, "WithService is required"},
+		"pool name":          {dialect.SQLite, []Option{WithService("__global__")}, ErrInvalidService, "reserved for the pool row"},
+		"long service":       {dialect.SQLite, []Option{WithService(strings.Repeat("x", 65))}, ErrInvalidService, "65 characters"},
+		"worker too big":     {dialect.SQLite, []Option{WithWorkerID(1024)}, ErrInvalidWorkerID, "WithWorkerID(1024) is outside 0..1023"},
+		"bad layout":         {dialect.SQLite, []Option{WithService("svc"), WithLayout(Layout{WorkerBits: 10, SequenceBits: 11})}, ErrInvalidLayout, "= 21, want 22"},
+		"zero layout":        {dialect.SQLite, []Option{WithService("svc"), WithLayout(Layout{})}, ErrInvalidLayout, "worker field"},
+		"epoch future":       {dialect.SQLite, []Option{WithService("svc"), WithEpoch(time.Now().Add(time.Hour))}, ErrInvalidEpoch, "in the future"},
+		"epoch before 1970":  {dialect.SQLite, []Option{WithService("svc"), WithEpoch(time.Date(1969, 12, 31, 0, 0, 0, 0, time.UTC))}, ErrInvalidEpoch, "before 1970"},
+		"clamp zero fuse":    {dialect.SQLite, []Option{WithService("svc"), WithRollbackPolicy(ClampRollback(0))}, ErrInvalidPolicy, "at least 1ms"},
+		"bump no bits":       {dialect.SQLite, []Option{WithService("svc"), WithRollbackPolicy(BumpClockSequence())}, ErrInvalidPolicy, "clock-sequence bits"},
+		"lease timeout":      {dialect.SQLite, []Option{WithService("svc"), WithLeaseTimeout(0)}, ErrInvalidOption, "lease timeout 0s"},
+		"skew limit":         {dialect.SQLite, []Option{WithService("svc"), WithClockSkewCheck(-time.Second, false)}, ErrInvalidOption, "clock skew limit"},
+		"nil logger":         {dialect.SQLite, []Option{WithService("svc"), WithLogger(nil)}, ErrInvalidOption, "WithLogger(nil)"},
+		"nil clock":          {dialect.SQLite, []Option{WithService("svc"), WithClock(nil)}, ErrInvalidOption, "WithClock(nil)"},
+		"nil lease db":       {dialect.SQLite, []Option{WithService("svc"), WithLeaseDB(nil, dialect.MySQL)}, ErrInvalidOption, "WithLeaseDB(nil"},
+		"lease db dialect":   {dialect.SQLite, []Option{WithService("svc"), WithLeaseDB(db.DB, "sqlite")}, ErrUnknownDialect, `"sqlite"`},
+		"clock before epoch": {dialect.SQLite, []Option{WithService("svc"), WithClock(skewedClock{-24 * 365 * 5 * time.Hour})}, ErrClockBeforeEpoch, "before the epoch"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			g, err := OpenDB(context.Background(), db.DB, c.dialect, c.opts...)
+			assert.Nil(t, g)
+			assert.ErrorIs(t, err, c.is)
+			assert.ErrorContains(t, err, c.msg)
+		})
+	}
+	// Nothing was leased by all that bad input: the table was never made.
+	var n int
+	require.NoError(t, db.QueryRow("SELECT COUNT(*) FROM sqlite_master WHERE name = 'sys_sequence'").Scan(&n))
+	assert.Zero(t, n)
+}
+
+func TestFallbackWorkerID(t *testing.T) {
+	// Deterministic, in range, and spread over the range by host.
+	assert.Equal(t, fallbackWorkerID("svc", "host-a", 1, 1024), fallbackWorkerID("svc", "host-a", 1, 1024))
+	seen := map[int64]bool{}
+	for i := range 1000 {
+		id := fallbackWorkerID("svc", fmt.Sprintf("pod-%d", i), 1, 1024)
+		require.GreaterOrEqual(t, id, int64(0))
+		require.Less(t, id, int64(1024))
+		seen[id] = true
+	}
+	// 1000 draws from 1024 values leave about 1024*(1-e^-0.98) = 640 distinct.
+	assert.Greater(t, len(seen), 580)
+	assert.NotEqual(t, fallbackWorkerID("a", "h", 1, 1024), fallbackWorkerID("b", "h", 1, 1024))
+	assert.Less(t, fallbackWorkerID("svc", "h", 1, 32), int64(32))
+	assert.Equal(t, 38, evenOdds(1024))
+	assert.Equal(t, 7, evenOdds(32))
+}
+
+func TestHostIdentity(t *testing.T) {
+	t.Setenv("POD_NAME", "api-7d9f-x2")
+	t.Setenv("HOSTNAME", "container-id")
+	assert.Equal(t, "api-7d9f-x2", hostIdentity())
+	t.Setenv("POD_NAME", "")
+	assert.Equal(t, "container-id", hostIdentity())
+	t.Setenv("HOSTNAME", "")
+	h, _ := os.Hostname()
+	assert.Equal(t, h, hostIdentity())
+}
