@@ -591,3 +591,122 @@ func TestNoCreatePrivilege(t *testing.T) {
 		assert.False(t, l.Created)
 	})
 }
+
+// The Java allocator of the source (SequenceWorkerIdAllocator.allocate),
+// statement for statement, on MariaDB. Its DDL is the source's minus the
+// utf8mb4_0900_ai_ci collation, which MariaDB does not know.
+const javaDDL = "CREATE TABLE IF NOT EXISTS `sys_sequence` (" +
+	"`service_name` VARCHAR(64) NOT NULL, `worker_id` INT NOT NULL DEFAULT 0, " +
+	"`instance` VARCHAR(128) DEFAULT NULL, " +
+	"`updated_at` DATETIME NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP, " +
+	"PRIMARY KEY (`service_name`)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4"
+
+func javaAllocate(ctx context.Context, db *sql.DB, service, instance string) (int64, error) {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	// ensureTable
+	if _, err := conn.ExecContext(ctx, javaDDL); err != nil {
+		return 0, err
+	}
+	if _, err := conn.ExecContext(ctx, "INSERT IGNORE INTO sys_sequence (service_name, worker_id, instance) VALUES (?, 0, ?)",
+		"__global__", "pool"); err != nil {
+		return 0, err
+	}
+	// takeFromGlobalPool
+	if _, err := conn.ExecContext(ctx, "UPDATE sys_sequence SET worker_id = LAST_INSERT_ID(worker_id + 1), "+
+		"instance = ?, updated_at = NOW() WHERE service_name = ?", instance, "__global__"); err != nil {
+		return 0, err
+	}
+	var id int64
+	if err := conn.QueryRowContext(ctx, "SELECT LAST_INSERT_ID()").Scan(&id); err != nil {
+		return 0, err
+	}
+	// recordOwnership
+	if _, err := conn.ExecContext(ctx, "INSERT INTO sys_sequence (service_name, worker_id, instance, updated_at) "+
+		"VALUES (?, 0, ?, NOW()) ON DUPLICATE KEY UPDATE instance = VALUES(instance), updated_at = NOW()", service, instance); err != nil {
+		return 0, err
+	}
+	if id > 1023 { // the source's wrap: reset and return 0
+		_, err := conn.ExecContext(ctx, "UPDATE sys_sequence SET worker_id = 0 WHERE service_name = ?", "__global__")
+		return 0, err
+	}
+	return id, nil
+}
+
+// TestJavaAllocatorSharesPool: Go and Java starters take from one pool,
+// whichever of them created the table, one after another and at once.
+func TestJavaAllocatorSharesPool(t *testing.T) {
+	ctx := context.Background()
+	java := func(t *testing.T, db *sql.DB) int64 {
+		id, err := javaAllocate(ctx, db, "java-svc", "java-svc@4242@1700000000000")
+		require.NoError(t, err)
+		return id
+	}
+	goTake := func(t *testing.T, db *sql.DB) int64 { return take(t, request(db, dialect.MySQL, "go-svc")).WorkerID }
+
+	t.Run("go creates", func(t *testing.T) {
+		db := dbtest.MySQL(t)
+		assert.Equal(t, []int64{1, 2, 3, 4}, []int64{goTake(t, db.DB), java(t, db.DB), goTake(t, db.DB), java(t, db.DB)})
+	})
+	t.Run("java creates", func(t *testing.T) {
+		db := dbtest.MySQL(t)
+		assert.Equal(t, []int64{1, 2, 3}, []int64{java(t, db.DB), goTake(t, db.DB), java(t, db.DB)})
+		// Go's audit row records its id; Java's keeps the source's constant 0.
+		var goWorker, javaWorker int64
+		require.NoError(t, db.QueryRow("SELECT worker_id FROM sys_sequence WHERE service_name = 'go-svc'").Scan(&goWorker))
+		require.NoError(t, db.QueryRow("SELECT worker_id FROM sys_sequence WHERE service_name = 'java-svc'").Scan(&javaWorker))
+		assert.Equal(t, int64(2), goWorker)
+		assert.Zero(t, javaWorker)
+	})
+	t.Run("at once", func(t *testing.T) {
+		db := dbtest.MySQL(t)
+		db.SetMaxOpenConns(16)
+		goTake(t, db.DB)
+		var n sync.Mutex
+		i := 0
+		vals := takeConcurrently(t, 64, func(ctx context.Context) (int64, error) {
+			n.Lock()
+			i++
+			odd := i%2 == 1
+			n.Unlock()
+			if odd {
+				return javaAllocate(ctx, db.DB, "java-svc", "java@1@1")
+			}
+			l, err := Take(ctx, request(db.DB, dialect.MySQL, "go-svc"))
+			return l.WorkerID, err
+		})
+		slices.Sort(vals)
+		assert.Equal(t, seq(2, 65), vals)
+	})
+	t.Run("wrap", func(t *testing.T) {
+		// Our take keeps the row below 1024, so the Java reset only runs
+		// when Java itself takes from 1023.
+		db := dbtest.MySQL(t)
+		goTake(t, db.DB)
+		setPool(t, db.DB, 1022)
+		assert.Equal(t, []int64{1023, 0, 1, 2}, []int64{goTake(t, db.DB), java(t, db.DB), goTake(t, db.DB), java(t, db.DB)})
+		assert.Equal(t, int64(2), poolValue(t, db.DB))
+	})
+}
+
+// TestSQLiteInMemorySingleConnection: an in-memory SQLite database lives in
+// one connection; the lease pins that connection and hands it back intact
+// (not discarded), so the table and the pool survive for the next lease.
+func TestSQLiteInMemorySingleConnection(t *testing.T) {
+	db, err := sql.Open("sqlite", "file::memory:?_pragma=busy_timeout(1000)")
+	require.NoError(t, err)
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	db.SetConnMaxLifetime(0)
+	l := take(t, request(db, dialect.SQLite, "svc"))
+	assert.True(t, l.Created)
+	l = take(t, request(db, dialect.SQLite, "svc"))
+	assert.False(t, l.Created)
+	assert.Equal(t, int64(2), l.WorkerID)
+	var busy int
+	require.NoError(t, db.QueryRow("PRAGMA busy_timeout").Scan(&busy))
+	assert.Equal(t, 1000, busy, "the connection's own busy_timeout is put back")
+}
