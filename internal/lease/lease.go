@@ -145,16 +145,16 @@ func remaining(ctx context.Context, min time.Duration) time.Duration {
 	return max(d, min)
 }
 
-// readClock runs a query whose last column is the database clock in Unix
-// seconds and records the skew against the local clock.
-func readClock(l *Lease, now func() time.Time, run func(dbSecs *float64) error) error {
-	var dbSecs float64
+// readClock runs a query whose last column is the database clock in
+// microseconds since 1970 and records the skew against the local clock.
+func readClock(l *Lease, now func() time.Time, run func(dbMicros *int64) error) error {
+	var dbMicros int64
 	t0 := now()
-	if err := run(&dbSecs); err != nil {
+	if err := run(&dbMicros); err != nil {
 		return err
 	}
 	t1 := now()
-	l.DBTime = time.Unix(0, int64(dbSecs*1e9))
+	l.DBTime = time.UnixMicro(dbMicros)
 	l.RoundTrip = t1.Sub(t0)
 	l.Skew = t0.Add(l.RoundTrip / 2).Sub(l.DBTime)
 	return nil
@@ -213,8 +213,8 @@ func takeMySQL(ctx context.Context, r Request) (l Lease, err error) {
 		}
 		l.Reseeded = true
 	}
-	err = readClock(&l, r.Now, func(dbSecs *float64) error {
-		return conn.QueryRowContext(ctx, mysqlRead).Scan(&l.WorkerID, dbSecs)
+	err = readClock(&l, r.Now, func(dbMicros *int64) error {
+		return conn.QueryRowContext(ctx, mysqlRead).Scan(&l.WorkerID, dbMicros)
 	})
 	if err != nil {
 		return l, fmt.Errorf("read the taken value: %w", err)
@@ -280,8 +280,8 @@ func takePostgres(ctx context.Context, r Request) (l Lease, err error) {
 		}
 	}
 	for attempt := 0; ; attempt++ {
-		err = readClock(&l, r.Now, func(dbSecs *float64) error {
-			return tx.QueryRowContext(ctx, pgTake, r.Workers, r.Instance, schema.PoolService).Scan(&l.WorkerID, dbSecs)
+		err = readClock(&l, r.Now, func(dbMicros *int64) error {
+			return tx.QueryRowContext(ctx, pgTake, r.Workers, r.Instance, schema.PoolService).Scan(&l.WorkerID, dbMicros)
 		})
 		if err == nil {
 			break
@@ -341,8 +341,8 @@ func takeSQLite(ctx context.Context, r Request) (l Lease, err error) {
 		l.Created = true
 	}
 	for attempt := 0; ; attempt++ {
-		err = readClock(&l, r.Now, func(dbSecs *float64) error {
-			return conn.QueryRowContext(ctx, sqliteTake, r.Workers, r.Instance, schema.PoolService).Scan(&l.WorkerID, dbSecs)
+		err = readClock(&l, r.Now, func(dbMicros *int64) error {
+			return conn.QueryRowContext(ctx, sqliteTake, r.Workers, r.Instance, schema.PoolService).Scan(&l.WorkerID, dbMicros)
 		})
 		if err == nil {
 			break

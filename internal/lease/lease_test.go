@@ -152,9 +152,8 @@ func takeMySQLUnpinned(ctx context.Context, db *sql.DB) (int64, error) {
 	if _, err := db.ExecContext(ctx, mysqlTake, 1024, "unpinned", schema.PoolService); err != nil {
 		return 0, err
 	}
-	var id int64
-	var secs float64
-	err := db.QueryRowContext(ctx, mysqlRead).Scan(&id, &secs)
+	var id, micros int64
+	err := db.QueryRowContext(ctx, mysqlRead).Scan(&id, &micros)
 	return id, err
 }
 

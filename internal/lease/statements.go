@@ -41,10 +41,11 @@ const (
 
 	// LAST_INSERT_ID() is per connection: this must run on the connection
 	// that ran mysqlTake (on another one it reads that session's last value).
-	// It reads the server's clock in the same round trip, as Unix seconds
-	// with microseconds (UNIX_TIMESTAMP of a DATETIME honours the session
-	// time zone, so the result is zone-free).
-	mysqlRead = "SELECT LAST_INSERT_ID(), UNIX_TIMESTAMP(NOW(6))"
+	// It reads the server's clock in the same round trip, in microseconds
+	// since 1970: UTC_TIMESTAMP does not depend on the session time zone, and
+	// TIMESTAMPDIFF between two zone-less values has no DST ambiguity (unlike
+	// UNIX_TIMESTAMP(NOW()) in the hour a DST zone repeats).
+	mysqlRead = "SELECT LAST_INSERT_ID(), TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))"
 
 	// The service's audit row records the worker id actually handed out (the
 	// Java allocator wrote a constant 0 here).
@@ -74,10 +75,10 @@ const (
 		"ON CONFLICT (service_name) DO NOTHING"
 
 	// The atomic take: the row lock serialises starters; RETURNING hands back
-	// the new value with the server's clock (clock_timestamp, not now(), which
-	// is the transaction's start) in the same round trip.
+	// the new value with the server's clock in microseconds (clock_timestamp,
+	// not now(), which is the transaction's start) in the same round trip.
 	pgTake = "UPDATE sys_sequence SET worker_id = (worker_id + 1) % $1, instance = $2, updated_at = CURRENT_TIMESTAMP " +
-		"WHERE service_name = $3 RETURNING worker_id, EXTRACT(EPOCH FROM clock_timestamp())::float8"
+		"WHERE service_name = $3 RETURNING worker_id, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::bigint"
 
 	pgAudit = "INSERT INTO sys_sequence (service_name, worker_id, instance, updated_at) VALUES ($1, $2, $3, CURRENT_TIMESTAMP) " +
 		"ON CONFLICT (service_name) DO UPDATE SET worker_id = EXCLUDED.worker_id, instance = EXCLUDED.instance, updated_at = EXCLUDED.updated_at"
@@ -99,7 +100,7 @@ const (
 	// SQLite runs one writer at a time, so the UPDATE is atomic; the clock is
 	// the process's own (SQLite runs in it), read for uniformity.
 	sqliteTake = "UPDATE sys_sequence SET worker_id = (worker_id + 1) % ?, instance = ?, updated_at = CURRENT_TIMESTAMP " +
-		"WHERE service_name = ? RETURNING worker_id, (julianday('now') - 2440587.5) * 86400.0"
+		"WHERE service_name = ? RETURNING worker_id, CAST((julianday('now') - 2440587.5) * 86400000000.0 AS INTEGER)"
 
 	sqliteAudit = "INSERT INTO sys_sequence (service_name, worker_id, instance, updated_at) VALUES (?, ?, ?, CURRENT_TIMESTAMP) " +
 		"ON CONFLICT (service_name) DO UPDATE SET worker_id = excluded.worker_id, instance = excluded.instance, updated_at = excluded.updated_at"
