@@ -11,9 +11,11 @@ import (
 // rollbacks, and waits, without real sleeping.
 //
 // Sleep is how the generator waits: for the next millisecond when one is
-// used up, or under the clamp and wait rollback policies. The generator reads
-// Now again after every Sleep and sleeps again if needed, so Sleep may return
-// early; it should not oversleep by much.
+// used up, or under the clamp and wait rollback policies. Sleep(d) should
+// pause for about d of the clock's time (a test clock simply moves forward
+// by d). The generator reads Now again after every Sleep, and counts the
+// durations it asked for against the bound of its wait, so even a clock that
+// never moves cannot hold NextID longer than that bound.
 type Clock interface {
 	Now() time.Time
 	Sleep(d time.Duration)
@@ -65,10 +67,11 @@ func ClampRollback(fuse time.Duration) RollbackPolicy {
 	return RollbackPolicy{snowflake.Policy{Kind: snowflake.Clamp, Limit: fuse}, true}
 }
 
-// WaitRollback waits out a rollback of up to limit, sleeping twice its size
-// (Meituan Leaf waits twice a rollback of up to 5 ms), and returns
-// ErrClockBackwards when the clock is still behind after that or when the
-// rollback is larger than limit. limit must be at least a millisecond.
+// WaitRollback waits out a rollback of up to limit until the clock catches
+// up, for at most twice its size (Meituan Leaf waits twice a rollback of up
+// to 5 ms), and returns ErrClockBackwards when the clock is still behind
+// after that or when the rollback is larger than limit. limit must be at
+// least a millisecond.
 func WaitRollback(limit time.Duration) RollbackPolicy {
 	return RollbackPolicy{snowflake.Policy{Kind: snowflake.Wait, Limit: limit}, true}
 }
@@ -82,8 +85,9 @@ func RejectRollback() RollbackPolicy {
 // BumpClockSequence moves to the next value of the clock-sequence field on
 // each rollback and carries on at the earlier time, so it never waits. The
 // IDs after a bump are smaller than those before it, still unique. When the
-// field's values are used up (32 bumps with 5 bits), NextID returns
-// ErrClockSequenceExhausted rather than wrapping into IDs already issued.
+// field's values are used up (all 32 with 5 bits: the first, 0, and 31
+// bumps), NextID returns ErrClockSequenceExhausted rather than wrapping into
+// IDs already issued.
 // It needs a layout with ClockSeqBits, such as ClockSequenceLayout.
 func BumpClockSequence() RollbackPolicy {
 	return RollbackPolicy{snowflake.Policy{Kind: snowflake.ClockSequence}, true}

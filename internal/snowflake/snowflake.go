@@ -87,9 +87,10 @@ func (l Layout) Validate() error {
 // Workers is the number of distinct worker ids the layout holds (2^WorkerBits).
 func (l Layout) Workers() int64 { return 1 << l.WorkerBits }
 
-// Clock is the time source of a generator. Sleep may return early (the
-// generator re-reads Now and sleeps again as needed) but should not
-// oversleep by much.
+// Clock is the time source of a generator. Sleep(d) should pause for about
+// d of the clock's time: the generator re-reads Now after it, and counts d
+// against the bound of the wait it is in, so that even a clock that never
+// moves cannot make it wait without end.
 type Clock interface {
 	Now() time.Time
 	Sleep(d time.Duration)
@@ -132,14 +133,16 @@ func (WallClock) Sleep(d time.Duration) { sleepReal(d) }
 // millisecond of IDs; yielding in a loop costs a core for at most this long.
 const spinLimit = 2 * time.Millisecond
 
-// sleepReal yields once for short waits (the caller loops on the clock) and
-// sleeps for long ones, waking a millisecond early to spin out the remainder.
+// sleepReal waits d: a long wait sleeps all but its last millisecond, and
+// the rest is spun out, yielding the processor on every turn.
 func sleepReal(d time.Duration) {
-	if d <= spinLimit {
-		runtime.Gosched()
-		return
+	start := time.Now()
+	if d > spinLimit {
+		time.Sleep(d - time.Millisecond)
 	}
-	time.Sleep(d - time.Millisecond)
+	for time.Since(start) < d {
+		runtime.Gosched()
+	}
 }
 
 // PolicyKind names a clock-rollback strategy.
@@ -158,7 +161,8 @@ const (
 	Reject
 	// ClockSequence bumps the clock-sequence field and carries on at the
 	// earlier time. IDs after a bump are smaller than before it; when the
-	// field's values are used up it errors instead of wrapping.
+	// field's values are used up (after 2^bits - 1 bumps) it errors instead
+	// of wrapping.
 	ClockSequence
 )
 
@@ -322,17 +326,31 @@ func (g *Generator) millis() (int64, error) {
 			time.Unix(0, n+g.epochNano).UTC().Format(time.RFC3339Nano),
 			time.UnixMilli(g.epochMs).UTC().Format(time.RFC3339Nano))
 	}
-	ms := n / int64(time.Millisecond)
+	ms := n / msNanos
 	if ms > MaxTime {
 		return 0, ErrTimeOverflow
 	}
 	return ms, nil
 }
 
+const msNanos = int64(time.Millisecond)
+
 // waitPast blocks until the clock reads a millisecond after last, sleeping
-// through the clock so that an injected clock can drive the wait.
+// through the clock so that an injected clock can drive the wait. The clock
+// may step back while it waits: the policy then decides again, so that a
+// wait that began as "the rest of this millisecond" can never turn into
+// "until the clock catches up with a large step", and the total sleep is
+// bounded (a millisecond, plus the clamp's fuse or twice the wait limit).
 func (g *Generator) waitPast(last int64) error {
-	target := (last + 1) * int64(time.Millisecond)
+	target := (last + 1) * msNanos
+	budget := 2 * time.Millisecond
+	switch g.policy.Kind {
+	case Clamp:
+		budget += g.policy.Limit
+	case Wait:
+		budget += 2 * g.policy.Limit
+	}
+	var slept time.Duration
 	for {
 		n := g.nanos()
 		if n >= target {
@@ -342,8 +360,40 @@ func (g *Generator) waitPast(last int64) error {
 			_, err := g.millis()
 			return err
 		}
-		g.clock.Sleep(time.Duration(target - n))
+		if behind := last - n/msNanos; behind > 0 {
+			if g.policy.Kind == ClockSequence {
+				return nil // NextID sees the rollback and bumps
+			}
+			if err := g.refuse(behind); err != nil {
+				return err
+			}
+		}
+		if slept >= budget {
+			return fmt.Errorf("%w: waited %v for the clock to pass the last issued millisecond, and it did not",
+				ErrClockBackwards, slept)
+		}
+		d := time.Duration(target - n)
+		g.clock.Sleep(d)
+		slept += d
 	}
+}
+
+// refuse returns the policy's error for a clock behind the last issued
+// millisecond by behind ms, or nil if the policy tolerates that much.
+func (g *Generator) refuse(behind int64) error {
+	switch g.policy.Kind {
+	case Clamp:
+		if behind > g.limitMilli {
+			return fmt.Errorf("%w by %dms, beyond the clamp fuse of %v", ErrClockBackwards, behind, g.policy.Limit)
+		}
+	case Wait:
+		if behind > g.limitMilli {
+			return fmt.Errorf("%w by %dms, more than the %v the wait policy waits for", ErrClockBackwards, behind, g.policy.Limit)
+		}
+	case Reject:
+		return fmt.Errorf("%w by %dms; the reject policy issues nothing until the clock catches up", ErrClockBackwards, behind)
+	}
+	return nil
 }
 
 // NextID returns a new ID, greater than every ID this generator returned
@@ -394,39 +444,48 @@ func (g *Generator) NextID() (int64, error) {
 // issued millisecond. It returns the next state, or retry after a wait.
 func (g *Generator) rollback(old uint64, now, last int64) (next uint64, retry bool, err error) {
 	back := last - now
-	switch g.policy.Kind {
-	case Clamp:
-		if back > g.limitMilli {
-			return 0, false, fmt.Errorf("%w by %dms, beyond the clamp fuse of %v", ErrClockBackwards, back, g.policy.Limit)
-		}
-		if old&g.seqMask == g.seqMask {
-			// The frozen millisecond is used up: wait for the clock to pass
-			// it. The fuse bounds this wait.
-			return 0, true, g.waitPast(last)
-		}
-		return old + 1, false, nil
-	case Wait:
-		if back > g.limitMilli {
-			return 0, false, fmt.Errorf("%w by %dms, more than the %v the wait policy waits for", ErrClockBackwards, back, g.policy.Limit)
-		}
-		g.clock.Sleep(2 * time.Duration(back) * time.Millisecond)
-		now2, err := g.millis()
-		if err != nil {
-			return 0, false, err
-		}
-		if now2 < last {
-			return 0, false, fmt.Errorf("%w by %dms and still %dms behind after waiting %dms", ErrClockBackwards, back, last-now2, 2*back)
-		}
-		return 0, true, nil
-	case ClockSequence:
+	if g.policy.Kind == ClockSequence {
 		cs := old >> g.csShift & g.csMask
 		if cs == g.csMask {
-			return 0, false, fmt.Errorf("%w: %d rollbacks used all %d values (clock moved back %dms)",
-				ErrClockSequenceExhausted, cs, g.csMask+1, back)
+			return 0, false, fmt.Errorf("%w: all %d values used by %d rollbacks (clock moved back %dms)",
+				ErrClockSequenceExhausted, g.csMask+1, cs, back)
 		}
 		return uint64(now)<<TimeShift | (cs+1)<<g.csShift, false, nil
 	}
-	return 0, false, fmt.Errorf("%w by %dms; the reject policy issues nothing until the clock catches up", ErrClockBackwards, back)
+	if err := g.refuse(back); err != nil {
+		return 0, false, err
+	}
+	if g.policy.Kind == Wait {
+		return 0, true, g.waitCatchUp(last, back)
+	}
+	// Clamp: stay in the last millisecond while its sequence lasts.
+	if old&g.seqMask == g.seqMask {
+		// The frozen millisecond is used up: wait for the clock to pass
+		// it. The fuse bounds this wait.
+		return 0, true, g.waitPast(last)
+	}
+	return old + 1, false, nil
+}
+
+// waitCatchUp is the wait policy: sleep until the clock reaches the last
+// issued millisecond, for at most twice the rollback (as Meituan Leaf
+// does), then give up.
+func (g *Generator) waitCatchUp(last, back int64) error {
+	limit := 2 * time.Duration(back) * time.Millisecond
+	var slept time.Duration
+	for {
+		n := g.nanos()
+		if n >= last*msNanos {
+			return nil
+		}
+		if slept >= limit {
+			return fmt.Errorf("%w by %dms and still %dms behind after waiting %v",
+				ErrClockBackwards, back, last-n/msNanos, slept)
+		}
+		d := min(time.Duration(last*msNanos-n), limit-slept)
+		g.clock.Sleep(d)
+		slept += d
+	}
 }
 
 // Parts is an ID taken apart.

@@ -24,6 +24,9 @@ type fakeClock struct {
 	slept  time.Duration
 	sleeps int
 	frozen bool // Sleep does not advance the time (a clock that is stuck)
+	// After stepIn more reads, the clock steps by step (once).
+	stepIn int
+	step   time.Duration
 }
 
 func newFakeClock(t time.Time) *fakeClock { return &fakeClock{now: t} }
@@ -31,7 +34,20 @@ func newFakeClock(t time.Time) *fakeClock { return &fakeClock{now: t} }
 func (c *fakeClock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.stepIn > 0 {
+		c.stepIn--
+		if c.stepIn == 0 {
+			c.now = c.now.Add(c.step)
+		}
+	}
 	return c.now
+}
+
+// stepAfter makes the clock step by d on the nth read from now.
+func (c *fakeClock) stepAfter(n int, d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.stepIn, c.step = n, d
 }
 
 func (c *fakeClock) Sleep(d time.Duration) {
@@ -184,7 +200,7 @@ func TestRollbackPolicies(t *testing.T) {
 	type outcome int
 	const (
 		borrowed outcome = iota // same frozen millisecond, next sequence, no wait
-		waited                  // slept 2x the rollback, then issued at the caught-up time
+		waited                  // slept until the clock caught up, then continued the sequence
 		errored                 // ErrClockBackwards at once
 		bumped                  // clock sequence bumped, time field moved back
 	)
@@ -223,9 +239,8 @@ func TestRollbackPolicies(t *testing.T) {
 					assert.Zero(t, clk.Slept())
 				case waited:
 					require.NoError(t, err)
-					assert.Equal(t, 2*back, clk.Slept())
-					assert.Greater(t, id, before)
-					assert.Equal(t, lastMs+back.Milliseconds(), Decode(id, pc.layout).Millis)
+					assert.Equal(t, back, clk.Slept(), "slept until the clock caught up, no longer")
+					assert.Equal(t, before+1, id)
 				case errored:
 					assert.ErrorIs(t, err, ErrClockBackwards)
 					assert.Zero(t, id)
@@ -550,4 +565,86 @@ func TestContentionIsNotARollback(t *testing.T) {
 			wg.Wait()
 		})
 	}
+}
+
+// offsetClock is the real wall clock, minus an offset that a test changes.
+type offsetClock struct{ off atomic.Int64 }
+
+func (c *offsetClock) Now() time.Time        { return time.Now().Add(-time.Duration(c.off.Load())) }
+func (c *offsetClock) Sleep(d time.Duration) { WallClock{}.Sleep(d) }
+
+// TestWaitPolicyRealClock: on the real clock, a rollback of 1.2 ms under
+// WaitRollback(5ms) is waited out, not refused (the real clock's Sleep must
+// really wait the short durations it is asked to).
+func TestWaitPolicyRealClock(t *testing.T) {
+	for range 50 {
+		c := &offsetClock{}
+		g := newGen(t, Config{Clock: c, Policy: Policy{Kind: Wait, Limit: 5 * time.Millisecond}})
+		before := mustNext(t, g)
+		c.off.Store(int64(1200 * time.Microsecond))
+		id, err := g.NextID()
+		require.NoError(t, err)
+		require.Greater(t, id, before)
+	}
+}
+
+// TestRealSleepWaits: the real clocks' Sleep waits at least what it is asked,
+// short or long, and not much more.
+func TestRealSleepWaits(t *testing.T) {
+	for _, d := range []time.Duration{50 * time.Microsecond, 900 * time.Microsecond, 3 * time.Millisecond} {
+		start := time.Now()
+		WallClock{}.Sleep(d)
+		got := time.Since(start)
+		assert.GreaterOrEqual(t, got, d)
+		assert.Less(t, got, d+50*time.Millisecond, "a generous upper bound")
+	}
+}
+
+// TestStepDuringWait: the clock steps back an hour while NextID waits for the
+// next millisecond (its sequence used up). No policy may turn that wait into
+// an hour: each decides again on the rollback it now sees.
+func TestStepDuringWait(t *testing.T) {
+	for name, c := range map[string]struct {
+		p      Policy
+		layout Layout
+		bump   bool
+	}{
+		"clamp":          {Policy{Kind: Clamp, Limit: time.Second}, defaultLayout, false},
+		"wait":           {Policy{Kind: Wait, Limit: 5 * time.Millisecond}, defaultLayout, false},
+		"reject":         {Policy{Kind: Reject}, defaultLayout, false},
+		"clock sequence": {Policy{Kind: ClockSequence}, csLayout, true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			clk := newFakeClock(testEpoch.Add(2 * time.Hour))
+			g := newGen(t, Config{Clock: clk, Policy: c.p, Layout: c.layout})
+			for range 4096 {
+				mustNext(t, g)
+			}
+			// The next NextID reads the clock (same millisecond: exhausted),
+			// then waits; its first read in the wait sees the step.
+			clk.stepAfter(2, -time.Hour)
+			id, err := g.NextID()
+			assert.Less(t, clk.Slept(), 10*time.Millisecond, "no hour-long sleep")
+			if c.bump {
+				require.NoError(t, err)
+				assert.Equal(t, int64(1), Decode(id, c.layout).ClockSeq)
+			} else {
+				assert.ErrorIs(t, err, ErrClockBackwards)
+			}
+		})
+	}
+}
+
+// TestClampWaitBoundedOnStuckClock: a clock that does not move while slept
+// on cannot hold NextID beyond the fuse.
+func TestClampWaitBoundedOnStuckClock(t *testing.T) {
+	clk := newFakeClock(testEpoch.Add(time.Hour))
+	g := newGen(t, Config{Clock: clk, Policy: Policy{Kind: Clamp, Limit: 50 * time.Millisecond}})
+	for range 4096 {
+		mustNext(t, g)
+	}
+	clk.frozen = true
+	_, err := g.NextID()
+	assert.ErrorIs(t, err, ErrClockBackwards)
+	assert.LessOrEqual(t, clk.Slept(), 53*time.Millisecond)
 }
