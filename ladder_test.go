@@ -438,6 +438,7 @@ func TestOpenRejectsBadInput(t *testing.T) {
 		"clamp zero fuse":    {dialect.SQLite, []Option{WithService("svc"), WithRollbackPolicy(ClampRollback(0))}, ErrInvalidPolicy, "at least 1ms"},
 		"bump no bits":       {dialect.SQLite, []Option{WithService("svc"), WithRollbackPolicy(BumpClockSequence())}, ErrInvalidPolicy, "clock-sequence bits"},
 		"lease timeout":      {dialect.SQLite, []Option{WithService("svc"), WithLeaseTimeout(0)}, ErrInvalidOption, "lease timeout 0s"},
+		"lease timeout long": {dialect.SQLite, []Option{WithService("svc"), WithLeaseTimeout(25 * 24 * time.Hour)}, ErrInvalidOption, "lease timeout 600h0m0s is not in (0, 1h0m0s]"},
 		"skew limit":         {dialect.SQLite, []Option{WithService("svc"), WithClockSkewCheck(-time.Second, false)}, ErrInvalidOption, "clock skew limit"},
 		"nil logger":         {dialect.SQLite, []Option{WithService("svc"), WithLogger(nil)}, ErrInvalidOption, "WithLogger(nil)"},
 		"nil clock":          {dialect.SQLite, []Option{WithService("svc"), WithClock(nil)}, ErrInvalidOption, "WithClock(nil)"},

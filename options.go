@@ -20,6 +20,10 @@ const (
 	// DefaultLeaseTimeout bounds the whole lease (getting a connection, every
 	// statement and the server's lock waits) before Open falls back.
 	DefaultLeaseTimeout = 3 * time.Second
+	// MaxLeaseTimeout is the longest lease timeout accepted: the lease passes
+	// it to the database as a lock timeout, and start-up should not wait
+	// longer anyway.
+	MaxLeaseTimeout = time.Hour
 	// DefaultMaxClockSkew is how far the local clock may be from the
 	// database's before Open logs a warning.
 	DefaultMaxClockSkew = time.Second
@@ -78,7 +82,7 @@ func WithWorkerID(id int64) Option {
 // WithLeaseTimeout bounds the lease (DefaultLeaseTimeout unless given):
 // getting a connection from the pool, every statement, and the database's
 // own lock waits. When it runs out, Open falls back instead of holding up
-// start-up. It must be positive.
+// start-up. It must be positive and at most MaxLeaseTimeout.
 func WithLeaseTimeout(d time.Duration) Option {
 	return func(c *config) {
 		c.leaseTimeout = d
@@ -163,8 +167,8 @@ func (c *config) validate() error {
 			return err
 		}
 	}
-	if c.leaseTimeout <= 0 {
-		return fmt.Errorf("%w: lease timeout %v is not positive", ErrInvalidOption, c.leaseTimeout)
+	if c.leaseTimeout <= 0 || c.leaseTimeout > MaxLeaseTimeout {
+		return fmt.Errorf("%w: lease timeout %v is not in (0, %v]", ErrInvalidOption, c.leaseTimeout, MaxLeaseTimeout)
 	}
 	if c.maxSkew <= 0 {
 		return fmt.Errorf("%w: clock skew limit %v is not positive", ErrInvalidOption, c.maxSkew)

@@ -133,16 +133,22 @@ func (r Request) validate() error {
 	return nil
 }
 
-// defaultServerBound bounds server-side waits when the context has no deadline.
-const defaultServerBound = 10 * time.Second
+// Bounds of server-side waits: when the context has no deadline, and at
+// most (PostgreSQL's lock_timeout and SQLite's busy_timeout are 32-bit
+// milliseconds, about 24.8 days).
+const (
+	defaultServerBound = 10 * time.Second
+	maxServerBound     = time.Hour
+)
 
-// remaining is what is left of the context's deadline, at least min.
-func remaining(ctx context.Context, min time.Duration) time.Duration {
+// remaining is what is left of the context's deadline, at least lo and at
+// most maxServerBound.
+func remaining(ctx context.Context, lo time.Duration) time.Duration {
 	d := defaultServerBound
 	if dl, ok := ctx.Deadline(); ok {
 		d = time.Until(dl)
 	}
-	return max(d, min)
+	return min(max(d, lo), maxServerBound)
 }
 
 // readClock runs a query whose last column is the database clock in
@@ -173,13 +179,13 @@ func takeMySQL(ctx context.Context, r Request) (l Lease, err error) {
 	if err != nil {
 		return l, fmt.Errorf("get a connection: %w", err)
 	}
-	// The session now carries our lock-wait bounds and LAST_INSERT_ID: do
-	// not hand it back to the application's pool.
+	// The session now carries our settings and LAST_INSERT_ID: do not hand
+	// it back to the application's pool.
 	defer discard(conn)
 
 	secs := int64((remaining(ctx, time.Second) + time.Second - 1) / time.Second)
-	if _, err := conn.ExecContext(ctx, fmt.Sprintf(mysqlLockWait, secs, secs)); err != nil {
-		return l, fmt.Errorf("bound lock waits: %w", err)
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf(mysqlSession, secs, secs)); err != nil {
+		return l, fmt.Errorf("set up the session: %w", err)
 	}
 	var n int
 	if err := conn.QueryRowContext(ctx, mysqlExists, schema.TableName).Scan(&n); err != nil {
@@ -192,19 +198,16 @@ func takeMySQL(ctx context.Context, r Request) (l Lease, err error) {
 		l.Created = true
 	}
 	for attempt := 0; ; attempt++ {
-		res, err := conn.ExecContext(ctx, mysqlTake, r.Workers, r.Instance, schema.PoolService)
+		took, err := takeMySQLTx(ctx, conn, r, &l)
 		if err != nil {
-			return l, fmt.Errorf("take: %w", err)
+			return l, err
 		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return l, fmt.Errorf("take: %w", err)
-		}
-		if n > 0 {
+		if took {
 			break
 		}
-		// No pool row: LAST_INSERT_ID() would return whatever this session
-		// held before. Put the row back and take again.
+		// No pool row: LAST_INSERT_ID() would have returned whatever this
+		// session held before. Put the row back, outside the transaction,
+		// and take again.
 		if attempt > 0 {
 			return l, ErrNoPoolRow
 		}
@@ -213,14 +216,49 @@ func takeMySQL(ctx context.Context, r Request) (l Lease, err error) {
 		}
 		l.Reseeded = true
 	}
-	err = readClock(&l, r.Now, func(dbMicros *int64) error {
-		return conn.QueryRowContext(ctx, mysqlRead).Scan(&l.WorkerID, dbMicros)
-	})
-	if err != nil {
-		return l, fmt.Errorf("read the taken value: %w", err)
-	}
+	// The audit row is written after the commit (autocommit is on), so that
+	// a failure there cannot undo the take.
 	_, l.AuditErr = conn.ExecContext(ctx, mysqlAudit, r.Service, l.WorkerID, r.Instance, l.WorkerID, r.Instance)
 	return l, nil
+}
+
+// takeMySQLTx runs the take and its read-back in one transaction and
+// commits it; took is false, and nothing is committed, when there is no
+// pool row.
+func takeMySQLTx(ctx context.Context, conn *sql.Conn, r Request, l *Lease) (took bool, err error) {
+	// READ COMMITTED: under REPEATABLE READ an UPDATE that finds no pool row
+	// locks the gap where it would be, and starters that then re-seed it
+	// deadlock on each other's gap locks.
+	tx, err := conn.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return false, fmt.Errorf("begin: %w", err)
+	}
+	defer func() {
+		if !took || err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	res, err := tx.ExecContext(ctx, mysqlTake, r.Workers, r.Instance, schema.PoolService)
+	if err != nil {
+		return false, fmt.Errorf("take: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("take: %w", err)
+	}
+	if n == 0 {
+		return false, nil
+	}
+	err = readClock(l, r.Now, func(dbMicros *int64) error {
+		return tx.QueryRowContext(ctx, mysqlRead).Scan(&l.WorkerID, dbMicros)
+	})
+	if err != nil {
+		return true, fmt.Errorf("read the taken value: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return true, fmt.Errorf("commit the take: %w", err)
+	}
+	return true, nil
 }
 
 // execer is what create needs of a *sql.Conn or *sql.Tx.
@@ -246,7 +284,11 @@ func create(ctx context.Context, x execer, d, seed string) error {
 func takePostgres(ctx context.Context, r Request) (l Lease, err error) {
 	// One transaction: SET LOCAL-style bounds that end with it, and the
 	// advisory lock that serialises creation is released at its end.
-	tx, err := r.DB.BeginTx(ctx, nil)
+	// READ COMMITTED whatever the database's default: under REPEATABLE READ
+	// or SERIALIZABLE, concurrent starters' UPDATEs of the one pool row fail
+	// with serialization errors, and the look after the advisory lock would
+	// not see a table committed meanwhile.
+	tx, err := r.DB.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return l, fmt.Errorf("begin: %w", err)
 	}

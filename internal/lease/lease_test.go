@@ -441,28 +441,80 @@ func holdPoolRow(t *testing.T, b backend, db *dbtest.DB) (release func()) {
 }
 
 // TestRowLockedTimesOut: while another transaction holds the pool row, the
-// take gives up at its deadline; and because the server's own lock wait was
-// bounded too, the abandoned UPDATE never commits later.
+// take gives up at its deadline, and the take it abandoned never commits:
+// not when the lock is released just after the client gave up (before the
+// server's own whole-second bound ran out), nor after that bound.
 func TestRowLockedTimesOut(t *testing.T) {
-	forEach(t, func(t *testing.T, b backend) {
-		db := b.fresh(t)
-		take(t, request(db.DB, b.dialect, "svc"))
-		before := poolValue(t, db.DB)
-		release := holdPoolRow(t, b, db)
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		start := time.Now()
-		_, err := Take(ctx, request(db.DB, b.dialect, "svc"))
-		elapsed := time.Since(start)
-		require.Error(t, err)
-		assert.Less(t, elapsed, 3*time.Second, "gave up within the deadline plus 2 s")
-		// Keep holding past the server-side bound (1 s), then let go: an
-		// UPDATE still queued on the server would now run.
-		time.Sleep(2500*time.Millisecond - elapsed)
-		release()
-		time.Sleep(500 * time.Millisecond)
-		assert.Equal(t, before, poolValue(t, db.DB), "the abandoned take must not commit after the client gave up")
-	})
+	for _, c := range []struct {
+		name           string
+		timeout, until time.Duration // the lease's deadline; when the holder lets go
+	}{
+		{"released after the server bound", time.Second, 2500 * time.Millisecond},
+		{"released before the server bound", 1200 * time.Millisecond, 1500 * time.Millisecond},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			forEach(t, func(t *testing.T, b backend) {
+				db := b.fresh(t)
+				take(t, request(db.DB, b.dialect, "svc"))
+				before := poolValue(t, db.DB)
+				release := holdPoolRow(t, b, db)
+				ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+				defer cancel()
+				start := time.Now()
+				_, err := Take(ctx, request(db.DB, b.dialect, "svc"))
+				elapsed := time.Since(start)
+				require.Error(t, err)
+				assert.Less(t, elapsed, c.timeout+2*time.Second, "gave up within the deadline plus 2 s")
+				time.Sleep(c.until - elapsed)
+				release() // an UPDATE still queued on the server would run now
+				time.Sleep(time.Second)
+				assert.Equal(t, before, poolValue(t, db.DB), "the abandoned take must not commit after the client gave up")
+			})
+		})
+	}
+}
+
+// TestMySQLAutocommitOff: a DSN (or init_connect) that turns autocommit off
+// must not make takes vanish when the connection closes, which would hand
+// the same id to the next starter.
+func TestMySQLAutocommitOff(t *testing.T) {
+	db := dbtest.MySQL(t)
+	off, err := sql.Open("mysql", db.DSN+"&autocommit=0")
+	require.NoError(t, err)
+	defer off.Close()
+	var ac int
+	require.NoError(t, off.QueryRow("SELECT @@autocommit").Scan(&ac))
+	require.Zero(t, ac, "the DSN did turn autocommit off")
+	got := []int64{take(t, request(off, dialect.MySQL, "svc")).WorkerID, take(t, request(off, dialect.MySQL, "svc")).WorkerID}
+	assert.Equal(t, []int64{1, 2}, got)
+	assert.Equal(t, int64(2), poolValue(t, db.DB), "seen from another connection: committed")
+	var audit int64
+	require.NoError(t, db.QueryRow("SELECT worker_id FROM sys_sequence WHERE service_name = 'svc'").Scan(&audit))
+	assert.Equal(t, int64(2), audit)
+}
+
+// TestPostgresRepeatableReadDefault: a database whose transactions default
+// to REPEATABLE READ still serves 16 starters at once, none falling into
+// serialization errors.
+func TestPostgresRepeatableReadDefault(t *testing.T) {
+	for _, level := range []string{"repeatable read", "serializable"} {
+		t.Run(level, func(t *testing.T) {
+			db := dbtest.Postgres(t)
+			_, err := db.Exec("ALTER DATABASE " + db.Name + " SET default_transaction_isolation TO '" + level + "'")
+			require.NoError(t, err)
+			fresh := db.Open(t) // new connections take the new default
+			fresh.SetMaxOpenConns(16)
+			var got string
+			require.NoError(t, fresh.QueryRow("SHOW default_transaction_isolation").Scan(&got))
+			require.Equal(t, level, got)
+			vals := takeConcurrently(t, 16, func(ctx context.Context) (int64, error) {
+				l, err := Take(ctx, request(fresh, dialect.Postgres, "svc"))
+				return l.WorkerID, err
+			})
+			slices.Sort(vals)
+			assert.Equal(t, seq(1, 16), vals)
+		})
+	}
 }
 
 // TestPoolExhausted: when the application holds every connection, the take

@@ -10,13 +10,15 @@ package lease
 // MySQL and MariaDB. Tested on MariaDB 10.11; nothing here is missing from
 // MySQL 5.7 or 8.x.
 const (
-	// Session bounds on server-side waits, so that an UPDATE queued on the
-	// pool row's lock cannot commit after the client gave up (the server's
-	// default innodb_lock_wait_timeout is 50 s, lock_wait_timeout, for
-	// metadata locks, a year). Whole seconds, at least 1. The connection is
-	// discarded after the lease, so these never leak into the application's
-	// pool.
-	mysqlLockWait = "SET SESSION innodb_lock_wait_timeout = %d, lock_wait_timeout = %d"
+	// Session settings for the lease. autocommit = 1, because a DSN or the
+	// server's init_connect may turn it off, and then the ensure step's
+	// statements and the audit row would never be committed. Bounds on
+	// server-side waits, so that an UPDATE queued on the pool row's lock
+	// gives up and frees its place in the queue (the server's default
+	// innodb_lock_wait_timeout is 50 s; lock_wait_timeout, for metadata
+	// locks, a year); whole seconds, at least 1. The connection is discarded
+	// after the lease, so none of this leaks into the application's pool.
+	mysqlSession = "SET SESSION autocommit = 1, innodb_lock_wait_timeout = %d, lock_wait_timeout = %d"
 
 	// information_schema lists only tables the user has some privilege on,
 	// which a user allowed to lease has. DATABASE() is the DSN's database.
@@ -27,15 +29,19 @@ const (
 	mysqlSeed = "INSERT INTO sys_sequence (service_name, worker_id, instance) VALUES (?, 0, ?) " +
 		"ON DUPLICATE KEY UPDATE service_name = service_name"
 
-	// The atomic take. InnoDB holds the pool row's exclusive lock while it
-	// computes the new value, so concurrent starters queue and each sees the
-	// previous one's result. LAST_INSERT_ID(expr) returns expr and also stores
-	// it in the session, where mysqlRead finds it. The modulo keeps the row
-	// inside the layout's worker range, so a wrap to 0 happens inside the same
-	// atomic statement and concurrent starters past the limit still get
-	// distinct values (the Java allocator's separate reset UPDATE raced).
-	// The row always changes (worker_id moves, instance carries the start
-	// time), so the driver's "changed rows" count tells whether it matched.
+	// The atomic take, inside an explicit transaction that only our COMMIT
+	// ends: if the client gives up (its deadline, a killed connection), the
+	// server rolls the take back instead of committing it after the client
+	// left, so no worker id is used up unseen. InnoDB holds the pool row's
+	// exclusive lock while it computes the new value, so concurrent starters
+	// queue and each sees the previous one's result. LAST_INSERT_ID(expr)
+	// returns expr and also stores it in the session, where mysqlRead finds
+	// it. The modulo keeps the row inside the layout's worker range, so a
+	// wrap to 0 happens inside the same atomic statement and concurrent
+	// starters past the limit still get distinct values (the Java
+	// allocator's separate reset UPDATE raced). The row always changes
+	// (worker_id moves, instance carries the start time), so the driver's
+	// "changed rows" count tells whether it matched.
 	mysqlTake = "UPDATE sys_sequence SET worker_id = LAST_INSERT_ID((worker_id + 1) % ?), " +
 		"instance = ?, updated_at = NOW() WHERE service_name = ?"
 
