@@ -70,24 +70,6 @@ func newSink() (*logSink, Option) {
 	return s, WithLogger(slog.New(s))
 }
 
-type backend struct {
-	name    string
-	dialect string
-	fresh   func(testing.TB) *dbtest.DB
-}
-
-var backends = []backend{
-	{"mariadb", dialect.MySQL, dbtest.MySQL},
-	{"postgres", dialect.Postgres, dbtest.Postgres},
-	{"sqlite", dialect.SQLite, dbtest.SQLite},
-}
-
-func forEach(t *testing.T, f func(t *testing.T, b backend)) {
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) { f(t, b) })
-	}
-}
-
 // checkIDs issues a few IDs and checks that they decode to the generator's
 // worker id.
 func checkIDs(t *testing.T, g *Generator) {
@@ -105,11 +87,11 @@ func checkIDs(t *testing.T, g *Generator) {
 }
 
 func TestLadderLease(t *testing.T) {
-	forEach(t, func(t *testing.T, b backend) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
 		t.Setenv(EnvWorkerID, "")
-		db := b.fresh(t)
+		db := b.Fresh(t)
 		sink, logOpt := newSink()
-		g, err := OpenDB(context.Background(), db.DB, b.dialect, WithService("payments"), logOpt)
+		g, err := OpenDB(context.Background(), db.DB, b.Dialect, WithService("payments"), logOpt)
 		require.NoError(t, err)
 		assert.Equal(t, SourceLease, g.Source())
 		assert.Equal(t, int64(1), g.WorkerID())
@@ -128,7 +110,7 @@ func TestLadderLease(t *testing.T) {
 		// The first lease on a fresh database created the table, and says so.
 		assert.Len(t, sink.find(slog.LevelWarn, "created the missing sys_sequence table"), 1)
 
-		g2, err := OpenDB(context.Background(), db.DB, b.dialect, WithService("payments"), logOpt)
+		g2, err := OpenDB(context.Background(), db.DB, b.Dialect, WithService("payments"), logOpt)
 		require.NoError(t, err)
 		assert.Equal(t, int64(2), g2.WorkerID())
 		assert.Len(t, sink.find(slog.LevelWarn, ""), 1, "no new warning on an existing table")
@@ -243,23 +225,16 @@ func TestLadderFallbackServerDown(t *testing.T) {
 // row, Open falls back when its lease timeout runs out, not later.
 func TestLadderFallbackRowLocked(t *testing.T) {
 	t.Setenv(EnvWorkerID, "")
-	forEach(t, func(t *testing.T, b backend) {
-		db := b.fresh(t)
-		_, err := OpenDB(context.Background(), db.DB, b.dialect, WithService("svc"), WithLogger(slog.New(&logSink{})))
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		db := b.Fresh(t)
+		_, err := OpenDB(context.Background(), db.DB, b.Dialect, WithService("svc"), WithLogger(slog.New(&logSink{})))
 		require.NoError(t, err)
-		tx, err := db.Open(t).Begin()
-		require.NoError(t, err)
-		defer tx.Rollback()
-		if b.dialect == dialect.SQLite {
-			_, err = tx.Exec("UPDATE sys_sequence SET instance = 'holder' WHERE service_name = 'nobody'")
-		} else {
-			_, err = tx.Exec("SELECT worker_id FROM sys_sequence WHERE service_name = '__global__' FOR UPDATE")
-		}
-		require.NoError(t, err)
+		release := db.LockPoolRow(t, b.Dialect)
+		defer release()
 
 		sink, logOpt := newSink()
 		start := time.Now()
-		g, err := OpenDB(context.Background(), db.DB, b.dialect, WithService("svc"), WithLeaseTimeout(time.Second), logOpt)
+		g, err := OpenDB(context.Background(), db.DB, b.Dialect, WithService("svc"), WithLeaseTimeout(time.Second), logOpt)
 		elapsed := time.Since(start)
 		require.NoError(t, err)
 		assert.Equal(t, SourceFallback, g.Source())
@@ -317,14 +292,14 @@ func TestLadderLeaseDB(t *testing.T) {
 // TestLadderWrapWarns: the start that wraps the pool to 0 logs a warning.
 func TestLadderWrapWarns(t *testing.T) {
 	t.Setenv(EnvWorkerID, "")
-	forEach(t, func(t *testing.T, b backend) {
-		db := b.fresh(t)
-		_, err := OpenDB(context.Background(), db.DB, b.dialect, WithService("svc"), WithLogger(slog.New(&logSink{})))
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		db := b.Fresh(t)
+		_, err := OpenDB(context.Background(), db.DB, b.Dialect, WithService("svc"), WithLogger(slog.New(&logSink{})))
 		require.NoError(t, err)
 		_, err = db.Exec("UPDATE sys_sequence SET worker_id = 1023 WHERE service_name = '__global__'")
 		require.NoError(t, err)
 		sink, logOpt := newSink()
-		g, err := OpenDB(context.Background(), db.DB, b.dialect, WithService("svc"), logOpt)
+		g, err := OpenDB(context.Background(), db.DB, b.Dialect, WithService("svc"), logOpt)
 		require.NoError(t, err)
 		assert.Equal(t, int64(0), g.WorkerID())
 		assert.Equal(t, SourceLease, g.Source())
@@ -340,10 +315,10 @@ func (c skewedClock) Sleep(d time.Duration) { time.Sleep(d) }
 
 func TestLadderClockSkew(t *testing.T) {
 	t.Setenv(EnvWorkerID, "")
-	forEach(t, func(t *testing.T, b backend) {
-		db := b.fresh(t)
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		db := b.Fresh(t)
 		sink, logOpt := newSink()
-		g, err := OpenDB(context.Background(), db.DB, b.dialect, WithService("svc"), logOpt,
+		g, err := OpenDB(context.Background(), db.DB, b.Dialect, WithService("svc"), logOpt,
 			WithClock(skewedClock{time.Hour}))
 		require.NoError(t, err)
 		assert.Equal(t, SourceLease, g.Source())
@@ -351,12 +326,12 @@ func TestLadderClockSkew(t *testing.T) {
 		require.Len(t, warns, 1)
 		assert.Contains(t, warns[0].attrs["skew"], "1h0m")
 
-		_, err = OpenDB(context.Background(), db.DB, b.dialect, WithService("svc"), logOpt,
+		_, err = OpenDB(context.Background(), db.DB, b.Dialect, WithService("svc"), logOpt,
 			WithClock(skewedClock{-time.Hour}), WithClockSkewCheck(time.Minute, true))
 		assert.ErrorIs(t, err, ErrClockSkew)
 
 		// A true clock passes a strict check.
-		g, err = OpenDB(context.Background(), db.DB, b.dialect, WithService("svc"), logOpt,
+		g, err = OpenDB(context.Background(), db.DB, b.Dialect, WithService("svc"), logOpt,
 			WithClockSkewCheck(time.Second, true))
 		require.NoError(t, err)
 		assert.Equal(t, SourceLease, g.Source())
@@ -382,15 +357,15 @@ func TestOpenEntDriver(t *testing.T) {
 // distinct worker ids, and their IDs never collide.
 func TestConcurrentOpens(t *testing.T) {
 	t.Setenv(EnvWorkerID, "")
-	forEach(t, func(t *testing.T, b backend) {
-		db := b.fresh(t)
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		db := b.Fresh(t)
 		db.SetMaxOpenConns(8)
 		const n = 32
 		gens := make([]*Generator, n)
 		var wg sync.WaitGroup
 		for i := range n {
 			wg.Go(func() {
-				g, err := OpenDB(context.Background(), db.DB, b.dialect, WithService(fmt.Sprintf("svc-%d", i%4)),
+				g, err := OpenDB(context.Background(), db.DB, b.Dialect, WithService(fmt.Sprintf("svc-%d", i%4)),
 					WithLogger(slog.New(&logSink{})), WithLeaseTimeout(20*time.Second))
 				if err != nil {
 					t.Error(err)

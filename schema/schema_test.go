@@ -76,24 +76,12 @@ func TestTruncateInstance(t *testing.T) {
 	assert.Equal(t, strings.Repeat("é", 128), cut)
 }
 
-type backend struct {
-	name    string
-	dialect string
-	fresh   func(testing.TB) *dbtest.DB
-}
-
-var backends = []backend{
-	{"mariadb", dialect.MySQL, dbtest.MySQL},
-	{"postgres", dialect.Postgres, dbtest.Postgres},
-	{"sqlite", dialect.SQLite, dbtest.SQLite},
-}
-
 // migrate runs ent's migration (Atlas) of the sys_sequence table alone and
 // returns the changes it planned.
-func migrate(t *testing.T, b backend, db *dbtest.DB) []atlas.Change {
+func migrate(t *testing.T, b dbtest.Backend, db *dbtest.DB) []atlas.Change {
 	t.Helper()
 	var planned []atlas.Change
-	m, err := entschema.NewMigrate(entsql.OpenDB(b.dialect, db.DB),
+	m, err := entschema.NewMigrate(entsql.OpenDB(b.Dialect, db.DB),
 		entschema.WithDiffHook(func(next entschema.Differ) entschema.Differ {
 			return entschema.DiffFunc(func(current, desired *atlas.Schema) ([]atlas.Change, error) {
 				changes, err := next.Diff(current, desired)
@@ -110,10 +98,10 @@ func migrate(t *testing.T, b backend, db *dbtest.DB) []atlas.Change {
 // is exactly what ent's migration wants: it plans no change, so a service
 // does not ALTER the table at every start.
 func TestEnsureThenMigrate(t *testing.T) {
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
-			db := b.fresh(t)
-			ddl, err := schema.CreateSQL(b.dialect)
+	for _, b := range dbtest.Backends {
+		t.Run(b.Name, func(t *testing.T) {
+			db := b.Fresh(t)
+			ddl, err := schema.CreateSQL(b.Dialect)
 			require.NoError(t, err)
 			_, err = db.Exec(ddl)
 			require.NoError(t, err)
@@ -126,12 +114,12 @@ func TestEnsureThenMigrate(t *testing.T) {
 // idempotent DDL without error, and keeps the defaults the Java allocator
 // relies on when it inserts without updated_at.
 func TestMigrateThenEnsure(t *testing.T) {
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
-			db := b.fresh(t)
+	for _, b := range dbtest.Backends {
+		t.Run(b.Name, func(t *testing.T) {
+			db := b.Fresh(t)
 			assert.NotEmpty(t, migrate(t, b, db), "the first migration creates the table")
 			assert.Empty(t, migrate(t, b, db), "the second has nothing to do")
-			ddl, err := schema.CreateSQL(b.dialect)
+			ddl, err := schema.CreateSQL(b.Dialect)
 			require.NoError(t, err)
 			_, err = db.Exec(ddl)
 			require.NoError(t, err)
@@ -159,8 +147,8 @@ const sourceDDL = "CREATE TABLE IF NOT EXISTS `sys_sequence` (" +
 // TestMigrateKeepsSourceRows: ent's migration over a table made by the Java
 // source's own DDL keeps its rows.
 func TestMigrateKeepsSourceRows(t *testing.T) {
-	b := backends[0]
-	db := b.fresh(t)
+	b := dbtest.Backends[0]
+	db := b.Fresh(t)
 	_, err := db.Exec(sourceDDL)
 	require.NoError(t, err)
 	_, err = db.Exec("INSERT INTO sys_sequence (service_name, worker_id, instance) VALUES ('__global__', 17, 'pool'), ('java-svc', 0, 'java-svc@1@1')")

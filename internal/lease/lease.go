@@ -266,6 +266,36 @@ type execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
+// queryExecer is what takeReturning needs of a *sql.Conn or *sql.Tx.
+type queryExecer interface {
+	execer
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// takeReturning runs a take that returns the new value and the database
+// clock in one statement (UPDATE ... RETURNING). A missing pool row returns
+// no row: it is re-seeded once and the take runs again.
+func takeReturning(ctx context.Context, x queryExecer, take, seed string, r Request, l *Lease) error {
+	for attempt := 0; ; attempt++ {
+		err := readClock(l, r.Now, func(dbMicros *int64) error {
+			return x.QueryRowContext(ctx, take, r.Workers, r.Instance, schema.PoolService).Scan(&l.WorkerID, dbMicros)
+		})
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("take: %w", err)
+		}
+		if attempt > 0 {
+			return ErrNoPoolRow
+		}
+		if _, err := x.ExecContext(ctx, seed, schema.PoolService, schema.PoolInstance); err != nil {
+			return fmt.Errorf("re-seed the pool row: %w", err)
+		}
+		l.Reseeded = true
+	}
+}
+
 // create makes the table from the one definition and seeds the pool row.
 func create(ctx context.Context, x execer, d, seed string) error {
 	ddl, err := schema.CreateSQL(d)
@@ -321,23 +351,8 @@ func takePostgres(ctx context.Context, r Request) (l Lease, err error) {
 			l.Created = true
 		}
 	}
-	for attempt := 0; ; attempt++ {
-		err = readClock(&l, r.Now, func(dbMicros *int64) error {
-			return tx.QueryRowContext(ctx, pgTake, r.Workers, r.Instance, schema.PoolService).Scan(&l.WorkerID, dbMicros)
-		})
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, sql.ErrNoRows) {
-			return l, fmt.Errorf("take: %w", err)
-		}
-		if attempt > 0 {
-			return l, ErrNoPoolRow
-		}
-		if _, err = tx.ExecContext(ctx, pgSeed, schema.PoolService, schema.PoolInstance); err != nil {
-			return l, fmt.Errorf("re-seed the pool row: %w", err)
-		}
-		l.Reseeded = true
+	if err = takeReturning(ctx, tx, pgTake, pgSeed, r, &l); err != nil {
+		return l, err
 	}
 	if err = tx.Commit(); err != nil {
 		return l, fmt.Errorf("commit the take: %w", err)
@@ -382,23 +397,8 @@ func takeSQLite(ctx context.Context, r Request) (l Lease, err error) {
 		}
 		l.Created = true
 	}
-	for attempt := 0; ; attempt++ {
-		err = readClock(&l, r.Now, func(dbMicros *int64) error {
-			return conn.QueryRowContext(ctx, sqliteTake, r.Workers, r.Instance, schema.PoolService).Scan(&l.WorkerID, dbMicros)
-		})
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, sql.ErrNoRows) {
-			return l, fmt.Errorf("take: %w", err)
-		}
-		if attempt > 0 {
-			return l, ErrNoPoolRow
-		}
-		if _, err := conn.ExecContext(ctx, sqliteSeed, schema.PoolService, schema.PoolInstance); err != nil {
-			return l, fmt.Errorf("re-seed the pool row: %w", err)
-		}
-		l.Reseeded = true
+	if err := takeReturning(ctx, conn, sqliteTake, sqliteSeed, r, &l); err != nil {
+		return l, err
 	}
 	_, l.AuditErr = conn.ExecContext(ctx, sqliteAudit, r.Service, l.WorkerID, r.Instance)
 	return l, nil

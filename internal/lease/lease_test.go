@@ -23,25 +23,6 @@ import (
 	"github.com/entflake/entflake/schema"
 )
 
-// backend is one database server (or SQLite) the lease runs against.
-type backend struct {
-	name    string
-	dialect string
-	fresh   func(testing.TB) *dbtest.DB
-}
-
-var backends = []backend{
-	{"mariadb", dialect.MySQL, dbtest.MySQL},
-	{"postgres", dialect.Postgres, dbtest.Postgres},
-	{"sqlite", dialect.SQLite, dbtest.SQLite},
-}
-
-func forEach(t *testing.T, f func(t *testing.T, b backend)) {
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) { f(t, b) })
-	}
-}
-
 func request(db *sql.DB, d, service string) Request {
 	return Request{DB: db, Dialect: d, Service: service, Instance: service + "@testhost@1@1700000000000", Workers: 1024}
 }
@@ -128,13 +109,13 @@ func seq(from, to int64) []int64 {
 // connections each get their own worker id: 1..64 from a fresh pool, and the
 // pool row ends at 64.
 func TestConcurrentTakesDistinct(t *testing.T) {
-	forEach(t, func(t *testing.T, b backend) {
-		db := b.fresh(t)
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		db := b.Fresh(t)
 		db.SetMaxOpenConns(16)
 		db.SetMaxIdleConns(16)
-		take(t, request(db.DB, b.dialect, "warmup")) // create the table once
+		take(t, request(db.DB, b.Dialect, "warmup")) // create the table once
 		vals := takeConcurrently(t, 64, func(ctx context.Context) (int64, error) {
-			l, err := Take(ctx, request(db.DB, b.dialect, "storm"))
+			l, err := Take(ctx, request(db.DB, b.Dialect, "storm"))
 			return l.WorkerID, err
 		})
 		slices.Sort(vals)
@@ -219,15 +200,15 @@ func child(d, driverName, dsn string) int {
 // TestMultiProcessTakes: four processes, each with its own pool, take 16
 // worker ids at once: 64 distinct values.
 func TestMultiProcessTakes(t *testing.T) {
-	forEach(t, func(t *testing.T, b backend) {
-		db := b.fresh(t)
-		take(t, request(db.DB, b.dialect, "warmup"))
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		db := b.Fresh(t)
+		take(t, request(db.DB, b.Dialect, "warmup"))
 		const procs = 4
 		outs := make([]bytes.Buffer, procs)
 		cmds := make([]*exec.Cmd, procs)
 		for i := range procs {
 			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), "ENTFLAKE_LEASE_CHILD="+b.dialect,
+			cmd.Env = append(os.Environ(), "ENTFLAKE_LEASE_CHILD="+b.Dialect,
 				"ENTFLAKE_LEASE_DRIVER="+db.Driver, "ENTFLAKE_LEASE_DSN="+db.DSN)
 			cmd.Stdout, cmd.Stderr = &outs[i], os.Stderr
 			require.NoError(t, cmd.Start())
@@ -251,13 +232,13 @@ func TestMultiProcessTakes(t *testing.T) {
 // TestEnsureFreshAndExisting: the first take creates the table and seeds the
 // pool; the next finds both.
 func TestEnsureFreshAndExisting(t *testing.T) {
-	forEach(t, func(t *testing.T, b backend) {
-		db := b.fresh(t)
-		l := take(t, request(db.DB, b.dialect, "svc"))
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		db := b.Fresh(t)
+		l := take(t, request(db.DB, b.Dialect, "svc"))
 		assert.True(t, l.Created)
 		assert.False(t, l.Reseeded)
 		assert.Equal(t, int64(1), l.WorkerID)
-		l = take(t, request(db.DB, b.dialect, "svc"))
+		l = take(t, request(db.DB, b.Dialect, "svc"))
 		assert.False(t, l.Created)
 		assert.Equal(t, int64(2), l.WorkerID)
 		var instance string
@@ -270,12 +251,12 @@ func TestEnsureFreshAndExisting(t *testing.T) {
 // table all succeed with distinct ids (PostgreSQL's concurrent CREATE TABLE
 // IF NOT EXISTS can fail on its catalog; five fresh databases each).
 func TestFreshDatabaseStorm(t *testing.T) {
-	forEach(t, func(t *testing.T, b backend) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
 		for range 5 {
-			db := b.fresh(t)
+			db := b.Fresh(t)
 			db.SetMaxOpenConns(16)
 			vals := takeConcurrently(t, 16, func(ctx context.Context) (int64, error) {
-				l, err := Take(ctx, request(db.DB, b.dialect, "storm"))
+				l, err := Take(ctx, request(db.DB, b.Dialect, "storm"))
 				return l.WorkerID, err
 			})
 			slices.Sort(vals)
@@ -287,24 +268,24 @@ func TestFreshDatabaseStorm(t *testing.T) {
 // TestAuditRowHoldsWorkerID: the service's row records the id handed out
 // and the instance tag, not the Java allocator's constant 0.
 func TestAuditRowHoldsWorkerID(t *testing.T) {
-	forEach(t, func(t *testing.T, b backend) {
-		db := b.fresh(t)
-		take(t, request(db.DB, b.dialect, "other"))
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		db := b.Fresh(t)
+		take(t, request(db.DB, b.Dialect, "other"))
 		setPool(t, db.DB, 40)
-		r := request(db.DB, b.dialect, "billing")
+		r := request(db.DB, b.Dialect, "billing")
 		l := take(t, r)
 		require.Equal(t, int64(41), l.WorkerID)
 		var (
 			worker   int64
 			instance string
 		)
-		require.NoError(t, db.QueryRow(q(b.dialect, "SELECT worker_id, instance FROM sys_sequence WHERE service_name = ?"), "billing").
+		require.NoError(t, db.QueryRow(q(b.Dialect, "SELECT worker_id, instance FROM sys_sequence WHERE service_name = ?"), "billing").
 			Scan(&worker, &instance))
 		assert.Equal(t, int64(41), worker)
 		assert.Equal(t, r.Instance, instance)
 		// A second start of the service overwrites its row with the new id.
 		l = take(t, r)
-		require.NoError(t, db.QueryRow(q(b.dialect, "SELECT worker_id FROM sys_sequence WHERE service_name = ?"), "billing").Scan(&worker))
+		require.NoError(t, db.QueryRow(q(b.Dialect, "SELECT worker_id FROM sys_sequence WHERE service_name = ?"), "billing").Scan(&worker))
 		assert.Equal(t, l.WorkerID, worker)
 		assert.Equal(t, int64(42), worker)
 	})
@@ -314,15 +295,15 @@ func TestAuditRowHoldsWorkerID(t *testing.T) {
 // distinct ids across the wrap, the one that gets 0 is told, and the row
 // never leaves the worker range.
 func TestWrapAround(t *testing.T) {
-	forEach(t, func(t *testing.T, b backend) {
-		db := b.fresh(t)
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		db := b.Fresh(t)
 		db.SetMaxOpenConns(16)
-		take(t, request(db.DB, b.dialect, "warmup"))
+		take(t, request(db.DB, b.Dialect, "warmup"))
 		setPool(t, db.DB, 1000)
 		var mu sync.Mutex
 		wrapped := 0
 		vals := takeConcurrently(t, 64, func(ctx context.Context) (int64, error) {
-			l, err := Take(ctx, request(db.DB, b.dialect, "wrap"))
+			l, err := Take(ctx, request(db.DB, b.Dialect, "wrap"))
 			if l.Wrapped {
 				mu.Lock()
 				wrapped++
@@ -338,7 +319,7 @@ func TestWrapAround(t *testing.T) {
 		// A 5-bit worker field (the clock-sequence layout) wraps at 32.
 		setPool(t, db.DB, 30)
 		small := func() int64 {
-			r := request(db.DB, b.dialect, "small")
+			r := request(db.DB, b.Dialect, "small")
 			r.Workers = 32
 			return take(t, r).WorkerID
 		}
@@ -359,19 +340,19 @@ func TestPoolRowOutOfRange(t *testing.T) {
 // TestPoolRowDeleted: a missing pool row is re-seeded and the take starts the
 // pool over; on MySQL the connection's stale LAST_INSERT_ID is never reported.
 func TestPoolRowDeleted(t *testing.T) {
-	forEach(t, func(t *testing.T, b backend) {
-		db := b.fresh(t)
-		take(t, request(db.DB, b.dialect, "svc"))
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		db := b.Fresh(t)
+		take(t, request(db.DB, b.Dialect, "svc"))
 		setPool(t, db.DB, 500)
 		// One connection, which the lease will reuse, holding a stale value.
 		db.SetMaxOpenConns(1)
-		if b.dialect == dialect.MySQL {
+		if b.Dialect == dialect.MySQL {
 			var v int64
 			require.NoError(t, db.QueryRow("SELECT LAST_INSERT_ID(777)").Scan(&v))
 		}
 		_, err := db.Exec("DELETE FROM sys_sequence WHERE service_name = '__global__'")
 		require.NoError(t, err)
-		l := take(t, request(db.DB, b.dialect, "svc"))
+		l := take(t, request(db.DB, b.Dialect, "svc"))
 		assert.True(t, l.Reseeded)
 		assert.False(t, l.Created)
 		assert.Equal(t, int64(1), l.WorkerID)
@@ -382,13 +363,13 @@ func TestPoolRowDeleted(t *testing.T) {
 // TestTableVanished: a table dropped after use is created again and the pool
 // starts over, which the lease reports.
 func TestTableVanished(t *testing.T) {
-	forEach(t, func(t *testing.T, b backend) {
-		db := b.fresh(t)
-		take(t, request(db.DB, b.dialect, "svc"))
-		take(t, request(db.DB, b.dialect, "svc"))
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		db := b.Fresh(t)
+		take(t, request(db.DB, b.Dialect, "svc"))
+		take(t, request(db.DB, b.Dialect, "svc"))
 		_, err := db.Exec("DROP TABLE sys_sequence")
 		require.NoError(t, err)
-		l := take(t, request(db.DB, b.dialect, "svc"))
+		l := take(t, request(db.DB, b.Dialect, "svc"))
 		assert.True(t, l.Created)
 		assert.Equal(t, int64(1), l.WorkerID)
 	})
@@ -397,12 +378,12 @@ func TestTableVanished(t *testing.T) {
 // TestServiceNameVerbatim: a service name that looks like SQL is bound, never
 // spliced, and stored as it is.
 func TestServiceNameVerbatim(t *testing.T) {
-	forEach(t, func(t *testing.T, b backend) {
-		db := b.fresh(t)
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		db := b.Fresh(t)
 		name := `x'); DROP TABLE sys_sequence; -- "ünï`
-		take(t, request(db.DB, b.dialect, name))
+		take(t, request(db.DB, b.Dialect, name))
 		var got string
-		require.NoError(t, db.QueryRow(q(b.dialect, "SELECT service_name FROM sys_sequence WHERE service_name = ?"), name).Scan(&got))
+		require.NoError(t, db.QueryRow(q(b.Dialect, "SELECT service_name FROM sys_sequence WHERE service_name = ?"), name).Scan(&got))
 		assert.Equal(t, name, got)
 		assert.Equal(t, int64(1), poolValue(t, db.DB))
 	})
@@ -411,33 +392,16 @@ func TestServiceNameVerbatim(t *testing.T) {
 // TestClockSkew: the database clock comes back with the take; a local clock an
 // hour ahead shows as an hour of skew, a true one as almost none.
 func TestClockSkew(t *testing.T) {
-	forEach(t, func(t *testing.T, b backend) {
-		db := b.fresh(t)
-		l := take(t, request(db.DB, b.dialect, "svc"))
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		db := b.Fresh(t)
+		l := take(t, request(db.DB, b.Dialect, "svc"))
 		assert.Less(t, l.Skew.Abs(), 2*time.Second, "skew %v", l.Skew)
 		assert.WithinDuration(t, time.Now(), l.DBTime, 2*time.Second)
-		r := request(db.DB, b.dialect, "svc")
+		r := request(db.DB, b.Dialect, "svc")
 		r.Now = func() time.Time { return time.Now().Add(time.Hour) }
 		l = take(t, r)
 		assert.InDelta(t, time.Hour.Seconds(), l.Skew.Seconds(), 2)
 	})
-}
-
-// holdPoolRow locks the pool row from another transaction until release is
-// called.
-func holdPoolRow(t *testing.T, b backend, db *dbtest.DB) (release func()) {
-	t.Helper()
-	other := db.Open(t)
-	tx, err := other.Begin()
-	require.NoError(t, err)
-	if b.dialect == dialect.SQLite {
-		// SQLite locks the whole database: any write takes the write lock.
-		_, err = tx.Exec("UPDATE sys_sequence SET instance = 'holder' WHERE service_name = 'holder'")
-	} else {
-		_, err = tx.Exec("SELECT worker_id FROM sys_sequence WHERE service_name = '__global__' FOR UPDATE")
-	}
-	require.NoError(t, err)
-	return func() { require.NoError(t, tx.Commit()) }
 }
 
 // TestRowLockedTimesOut: while another transaction holds the pool row, the
@@ -453,15 +417,15 @@ func TestRowLockedTimesOut(t *testing.T) {
 		{"released before the server bound", 1200 * time.Millisecond, 1500 * time.Millisecond},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			forEach(t, func(t *testing.T, b backend) {
-				db := b.fresh(t)
-				take(t, request(db.DB, b.dialect, "svc"))
+			dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+				db := b.Fresh(t)
+				take(t, request(db.DB, b.Dialect, "svc"))
 				before := poolValue(t, db.DB)
-				release := holdPoolRow(t, b, db)
+				release := db.LockPoolRow(t, b.Dialect)
 				ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 				defer cancel()
 				start := time.Now()
-				_, err := Take(ctx, request(db.DB, b.dialect, "svc"))
+				_, err := Take(ctx, request(db.DB, b.Dialect, "svc"))
 				elapsed := time.Since(start)
 				require.Error(t, err)
 				assert.Less(t, elapsed, c.timeout+2*time.Second, "gave up within the deadline plus 2 s")
@@ -520,9 +484,9 @@ func TestPostgresRepeatableReadDefault(t *testing.T) {
 // TestPoolExhausted: when the application holds every connection, the take
 // gives up at its deadline instead of queueing for one.
 func TestPoolExhausted(t *testing.T) {
-	forEach(t, func(t *testing.T, b backend) {
-		db := b.fresh(t)
-		take(t, request(db.DB, b.dialect, "svc"))
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		db := b.Fresh(t)
+		take(t, request(db.DB, b.Dialect, "svc"))
 		db.SetMaxOpenConns(2)
 		for range 2 {
 			c, err := db.Conn(context.Background())
@@ -532,7 +496,7 @@ func TestPoolExhausted(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 		defer cancel()
 		start := time.Now()
-		_, err := Take(ctx, request(db.DB, b.dialect, "svc"))
+		_, err := Take(ctx, request(db.DB, b.Dialect, "svc"))
 		assert.ErrorIs(t, err, context.DeadlineExceeded)
 		assert.Less(t, time.Since(start), 3*time.Second)
 	})
