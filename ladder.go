@@ -161,8 +161,9 @@ func (c *config) lease(ctx context.Context, db *sql.DB, dialectName, instance st
 			"If this database had a pool before (the table was dropped), live instances may hold the ids handed out from now on")
 	}
 	if l.Reseeded {
-		warn("entflake: the sys_sequence pool row was missing and was put back at 0; " +
-			"live instances may hold the ids handed out from now on")
+		warn("entflake: the sys_sequence pool row was missing and was put back at 0. " +
+			"That is expected once when several instances start on a table another one has just created; " +
+			"otherwise the pool restarted, and live instances may hold the ids handed out from now on")
 	}
 	if l.Wrapped {
 		warn("entflake: the worker-id pool wrapped around to 0; from now on a leased id may equal that of a live old instance",

@@ -392,8 +392,18 @@ func takeSQLite(ctx context.Context, r Request) (l Lease, err error) {
 		return l, fmt.Errorf("look for the table: %w", err)
 	}
 	if n == 0 {
-		if err := create(ctx, conn, dialect.SQLite, sqliteSeed); err != nil {
+		// SQLite's DDL is transactional: others see the table with its pool
+		// row, or not at all.
+		tx, err := conn.BeginTx(ctx, nil)
+		if err != nil {
+			return l, fmt.Errorf("begin: %w", err)
+		}
+		if err := create(ctx, tx, dialect.SQLite, sqliteSeed); err != nil {
+			_ = tx.Rollback()
 			return l, err
+		}
+		if err := tx.Commit(); err != nil {
+			return l, fmt.Errorf("commit the new table: %w", err)
 		}
 		l.Created = true
 	}
