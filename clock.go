@@ -83,7 +83,8 @@ func RejectRollback() RollbackPolicy {
 }
 
 // BumpClockSequence moves to the next value of the clock-sequence field on
-// each rollback and carries on at the earlier time, so it never waits. The
+// each rollback and carries on at the earlier time, so it never waits on a
+// rollback. The
 // IDs after a bump are smaller than those before it, still unique. When the
 // field's values are used up (all 32 with 5 bits: the first, 0, and 31
 // bumps), NextID returns ErrClockSequenceExhausted rather than wrapping into

@@ -169,6 +169,10 @@ func (c *config) lease(ctx context.Context, db *sql.DB, dialectName, instance st
 		warn("entflake: the worker-id pool wrapped around to 0; from now on a leased id may equal that of a live old instance",
 			slog.Int64("workers", c.layout.MaxWorkerID()+1))
 	}
+	if l.CommitRecovered {
+		warn("entflake: the connection broke before the database confirmed the lease; " +
+			"the pool row, read again, shows it committed, so the worker id stands")
+	}
 	if l.AuditErr != nil {
 		warn("entflake: leased a worker id but could not write the service's audit row", slog.String("error", l.AuditErr.Error()))
 	}
@@ -176,8 +180,10 @@ func (c *config) lease(ctx context.Context, db *sql.DB, dialectName, instance st
 	// clock; only what is certainly beyond the limit counts.
 	if off := l.Skew.Abs() - l.RoundTrip/2; off > c.maxSkew {
 		if c.refuseSkew {
-			return nil, fmt.Errorf("%w: local clock is %v off the database's (limit %v); refusing to start",
-				ErrClockSkew, l.Skew.Round(time.Millisecond), c.maxSkew)
+			c.logger.LogAttrs(ctx, slog.LevelError, "entflake: local clock is far from the database's clock; refusing to start",
+				append(attrs, slog.Duration("skew", l.Skew.Round(time.Millisecond)), slog.Duration("limit", c.maxSkew))...)
+			return nil, fmt.Errorf("%w: local clock is %v off the database's (limit %v); refusing to start, "+
+				"leaving leased worker id %d unused", ErrClockSkew, l.Skew.Round(time.Millisecond), c.maxSkew, l.WorkerID)
 		}
 		warn("entflake: local clock is far from the database's clock",
 			slog.Duration("skew", l.Skew.Round(time.Millisecond)), slog.Duration("limit", c.maxSkew))

@@ -329,6 +329,10 @@ func TestLadderClockSkew(t *testing.T) {
 		_, err = OpenDB(context.Background(), db.DB, b.Dialect, WithService("svc"), logOpt,
 			WithClock(skewedClock{-time.Hour}), WithClockSkewCheck(time.Minute, true))
 		assert.ErrorIs(t, err, ErrClockSkew)
+		assert.ErrorContains(t, err, "leaving leased worker id 2 unused")
+		errs := sink.find(slog.LevelError, "refusing to start")
+		require.Len(t, errs, 1)
+		assert.Equal(t, "2", errs[0].attrs["worker_id"])
 
 		// A true clock passes a strict check.
 		g, err = OpenDB(context.Background(), db.DB, b.Dialect, WithService("svc"), logOpt,

@@ -67,7 +67,21 @@ type Lease struct {
 	// AuditErr is set when the take succeeded but the service's audit row
 	// could not be written. The worker id is still valid.
 	AuditErr error
+	// CommitRecovered reports that the answer to the take's COMMIT was lost
+	// (the connection broke), and the pool row, read afresh, showed that the
+	// take had committed.
+	CommitRecovered bool
 }
+
+// commitUnknown is a COMMIT of a take that was sent but whose answer never
+// came: the server may or may not have committed it.
+type commitUnknown struct {
+	lease Lease // as it would be, had the commit succeeded
+	err   error
+}
+
+func (e *commitUnknown) Error() string { return e.err.Error() }
+func (e *commitUnknown) Unwrap() error { return e.err }
 
 // ErrNoPoolRow is returned when the pool row is still missing after the
 // lease re-seeded it (something deletes it as fast as it is written).
@@ -99,6 +113,9 @@ func Take(ctx context.Context, r Request) (Lease, error) {
 		l, err = takePostgres(ctx, r)
 	default:
 		l, err = takeSQLite(ctx, r)
+	}
+	if cu := (*commitUnknown)(nil); errors.As(err, &cu) {
+		l, err = recoverCommit(ctx, r, cu)
 	}
 	if err != nil {
 		return Lease{}, fmt.Errorf("lease from %s (%s): %w", schema.TableName, r.Dialect, err)
@@ -256,9 +273,44 @@ func takeMySQLTx(ctx context.Context, conn *sql.Conn, r Request, l *Lease) (took
 		return true, fmt.Errorf("read the taken value: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
-		return true, fmt.Errorf("commit the take: %w", err)
+		return true, &commitUnknown{lease: *l, err: fmt.Errorf("commit the take: %w", err)}
 	}
 	return true, nil
+}
+
+// recoverCommit settles a take whose COMMIT went unanswered by reading the
+// pool row on another connection: if it still holds this take's instance
+// tag and worker id, the take committed and nobody has taken since, and the
+// id is ours. Otherwise the take did not commit, or others took after it and
+// there is no telling: the lease fails (and the ladder falls back), which at
+// worst leaves one id unused. It runs in an explicit transaction, so that a
+// DSN with autocommit off cannot leave one open on a pooled connection.
+func recoverCommit(ctx context.Context, r Request, cu *commitUnknown) (Lease, error) {
+	tx, err := r.DB.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return Lease{}, fmt.Errorf("%w (and could not check whether it committed: %v)", cu.err, err)
+	}
+	defer tx.Rollback()
+	confirm, audit, args := mysqlConfirm, mysqlAudit, []any{r.Service, cu.lease.WorkerID, r.Instance, cu.lease.WorkerID, r.Instance}
+	if r.Dialect == dialect.Postgres {
+		confirm, audit, args = pgConfirm, pgAudit, []any{r.Service, cu.lease.WorkerID, r.Instance}
+	}
+	var (
+		worker   int64
+		instance sql.NullString
+	)
+	if err := tx.QueryRowContext(ctx, confirm, schema.PoolService).Scan(&worker, &instance); err != nil {
+		return Lease{}, fmt.Errorf("%w (and could not check whether it committed: %v)", cu.err, err)
+	}
+	if worker != cu.lease.WorkerID || instance.String != r.Instance {
+		return Lease{}, fmt.Errorf("%w (the pool row does not show this take: it did not commit, or others took since)", cu.err)
+	}
+	l := cu.lease
+	l.CommitRecovered = true
+	if _, l.AuditErr = tx.ExecContext(ctx, audit, args...); l.AuditErr == nil {
+		l.AuditErr = tx.Commit()
+	}
+	return l, nil
 }
 
 // execer is what create needs of a *sql.Conn or *sql.Tx.
@@ -355,7 +407,7 @@ func takePostgres(ctx context.Context, r Request) (l Lease, err error) {
 		return l, err
 	}
 	if err = tx.Commit(); err != nil {
-		return l, fmt.Errorf("commit the take: %w", err)
+		return l, &commitUnknown{lease: l, err: fmt.Errorf("commit the take: %w", err)}
 	}
 	// The audit row is written after the commit, so that a failure there
 	// cannot undo the take; a server-side wait on it ends with the context

@@ -53,6 +53,9 @@ const (
 	// UNIX_TIMESTAMP(NOW()) in the hour a DST zone repeats).
 	mysqlRead = "SELECT LAST_INSERT_ID(), TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))"
 
+	// Reads the pool row back after a COMMIT whose answer was lost.
+	mysqlConfirm = "SELECT worker_id, instance FROM sys_sequence WHERE service_name = ?"
+
 	// The service's audit row records the worker id actually handed out (the
 	// Java allocator wrote a constant 0 here).
 	mysqlAudit = "INSERT INTO sys_sequence (service_name, worker_id, instance, updated_at) VALUES (?, ?, ?, NOW()) " +
@@ -85,6 +88,8 @@ const (
 	// not now(), which is the transaction's start) in the same round trip.
 	pgTake = "UPDATE sys_sequence SET worker_id = (worker_id + 1) % $1, instance = $2, updated_at = CURRENT_TIMESTAMP " +
 		"WHERE service_name = $3 RETURNING worker_id, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::bigint"
+
+	pgConfirm = "SELECT worker_id, instance FROM sys_sequence WHERE service_name = $1"
 
 	pgAudit = "INSERT INTO sys_sequence (service_name, worker_id, instance, updated_at) VALUES ($1, $2, $3, CURRENT_TIMESTAMP) " +
 		"ON CONFLICT (service_name) DO UPDATE SET worker_id = EXCLUDED.worker_id, instance = EXCLUDED.instance, updated_at = EXCLUDED.updated_at"

@@ -160,7 +160,7 @@ const (
 	// Reject errors on any rollback until the clock catches up (Twitter).
 	Reject
 	// ClockSequence bumps the clock-sequence field and carries on at the
-	// earlier time. IDs after a bump are smaller than before it; when the
+	// earlier time, without waiting. IDs after a bump are smaller than before it; when the
 	// field's values are used up (after 2^bits - 1 bumps) it errors instead
 	// of wrapping.
 	ClockSequence
@@ -335,15 +335,22 @@ func (g *Generator) millis() (int64, error) {
 
 const msNanos = int64(time.Millisecond)
 
+// waitSlack is the sleep a wait for the next millisecond may take beyond
+// its policy's allowance before NextID gives up on the clock. A real clock
+// needs at most a millisecond; the slack covers clocks that tick coarsely
+// (a custom clock truncated to 4 ms, a platform timer) while still ending
+// the wait on a clock that does not move at all.
+const waitSlack = 100 * time.Millisecond
+
 // waitPast blocks until the clock reads a millisecond after last, sleeping
 // through the clock so that an injected clock can drive the wait. The clock
 // may step back while it waits: the policy then decides again, so that a
 // wait that began as "the rest of this millisecond" can never turn into
 // "until the clock catches up with a large step", and the total sleep is
-// bounded (a millisecond, plus the clamp's fuse or twice the wait limit).
+// bounded (waitSlack, plus the clamp's fuse or twice the wait limit).
 func (g *Generator) waitPast(last int64) error {
 	target := (last + 1) * msNanos
-	budget := 2 * time.Millisecond
+	budget := waitSlack
 	switch g.policy.Kind {
 	case Clamp:
 		budget += g.policy.Limit

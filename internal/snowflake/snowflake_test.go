@@ -646,5 +646,35 @@ func TestClampWaitBoundedOnStuckClock(t *testing.T) {
 	clk.frozen = true
 	_, err := g.NextID()
 	assert.ErrorIs(t, err, ErrClockBackwards)
-	assert.LessOrEqual(t, clk.Slept(), 53*time.Millisecond)
+	assert.LessOrEqual(t, clk.Slept(), 50*time.Millisecond+waitSlack+time.Millisecond)
+}
+
+// coarseClock is the real clock truncated to 4 ms ticks: it never goes back,
+// but waiting for the next millisecond takes up to 4 ms.
+type coarseClock struct{}
+
+func (coarseClock) Now() time.Time        { return time.Now().Truncate(4 * time.Millisecond) }
+func (coarseClock) Sleep(d time.Duration) { WallClock{}.Sleep(d) }
+
+// TestCoarseClock: a clock that ticks every 4 ms never makes any policy
+// report a rollback.
+func TestCoarseClock(t *testing.T) {
+	for _, p := range []Policy{{Kind: Clamp, Limit: time.Second}, {Kind: Wait, Limit: 5 * time.Millisecond},
+		{Kind: Reject}, {Kind: ClockSequence}} {
+		t.Run(p.Kind.String(), func(t *testing.T) {
+			l := defaultLayout
+			if p.Kind == ClockSequence {
+				l = csLayout
+			}
+			g := newGen(t, Config{Clock: coarseClock{}, Policy: p, Layout: l})
+			prev := int64(0)
+			for range 100_000 { // at least 25 ticks' worth: the sequence runs out in most
+				id, err := g.NextID()
+				if err != nil || id <= prev {
+					t.Fatalf("id %d after %d: %v", id, prev, err)
+				}
+				prev = id
+			}
+		})
+	}
 }
