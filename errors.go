@@ -50,6 +50,10 @@ var (
 	// ErrInvalidOption: any other option out of range (a timeout that is not
 	// positive, a nil logger, clock or database).
 	ErrInvalidOption = errors.New("invalid option")
+	// ErrNoGenerator: an ent client generated with entext was asked for an
+	// ID (NextID, or a Create of an entity with the SnowflakeID mixin) but
+	// was made without the IDGenerator option.
+	ErrNoGenerator = errors.New("the ent client has no entflake generator")
 	// ErrClockSkew: the local clock and the database's differ by more than
 	// WithClockSkewCheck allows, and it was told to refuse.
 	ErrClockSkew = errors.New("clock skew with the database")

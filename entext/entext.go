@@ -1,0 +1,203 @@
+// Package entext is the entc extension of entflake. It runs only at code
+// generation (entc.go); the code it writes into the ent package needs only
+// the runtime package entflake and the table definition in package schema,
+// so entc and its dependencies stay out of the application's binary.
+//
+// Enable it in entc.go:
+//
+//	err := entc.Generate("./schema", &gen.Config{}, entc.Extensions(entext.New()))
+//
+// For every entity type whose schema uses mixin.SnowflakeID, it generates:
+//
+//   - IDGenerator, a client option that carries the *entflake.Generator;
+//   - Client.NextID and Tx.NextID, to take an ID before any INSERT;
+//   - a hook, registered when the client is made, that gives each created
+//     entity an ID unless the caller set one (Create, CreateBulk,
+//     MapCreateBulk, upserts, in transactions or not), and needs no import of
+//     the generated runtime package;
+//   - for upserts, a conflict clause that keeps the primary key of the row
+//     being updated (see README: the ResolveWithNewValues trap), and on
+//     MySQL reports that row's id back through LAST_INSERT_ID;
+//   - for SnowflakeID{JSONString: true}, an UnmarshalJSON that accepts the id
+//     as a string or a number;
+//   - the registration of the sys_sequence table in migrate.Tables, so a
+//     bare client.Schema.Create(ctx) creates it (unless a schema of the
+//     graph already maps a type to that table).
+//
+// Generation fails with a message naming the schema when the mixin meets
+// an id it cannot fill (not int64, a custom Go type, a default, an
+// AUTO_INCREMENT annotation), when ent's global unique ID feature is on
+// (it gives each type an id range, which pre-assigned ids ignore), or when
+// a type's name would clash with the generated names.
+package entext
+
+import (
+	"embed"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"text/template"
+
+	"entgo.io/ent/dialect/entsql"
+	"entgo.io/ent/entc"
+	"entgo.io/ent/entc/gen"
+	"entgo.io/ent/schema/field"
+
+	"github.com/entflake/entflake/mixin"
+	"github.com/entflake/entflake/schema"
+)
+
+//go:embed template/*.tmpl
+var templates embed.FS
+
+// Extension is the entc extension; make one with New.
+type Extension struct {
+	entc.DefaultExtension
+}
+
+// New returns the extension.
+func New() *Extension { return &Extension{} }
+
+// funcs are the template functions the extension's templates use.
+var funcs = template.FuncMap{
+	"entflakeUses": uses,
+	"entflakeJSON": jsonString,
+	"entflakeTypeNames": func(g *gen.Graph) string {
+		var names []string
+		for _, n := range g.Nodes {
+			if uses(n) {
+				names = append(names, n.Name)
+			}
+		}
+		return strings.Join(names, ", ")
+	},
+}
+
+// Templates returns the templates that write the generated code.
+func (*Extension) Templates() []*gen.Template {
+	return []*gen.Template{
+		gen.MustParse(gen.NewTemplate("entflake-ext").Funcs(funcs).ParseFS(templates, "template/entflake.tmpl")),
+		gen.MustParse(gen.NewTemplate("entflake-migrate").Funcs(funcs).
+			SkipIf(func(g *gen.Graph) bool { return !g.SupportMigrate() || mapsTable(g) }).
+			ParseFS(templates, "template/migrate.tmpl")),
+	}
+}
+
+// Hooks returns the generation hook that checks the graph first.
+func (*Extension) Hooks() []gen.Hook {
+	return []gen.Hook{func(next gen.Generator) gen.Generator {
+		return gen.GenerateFunc(func(g *gen.Graph) error {
+			if err := Check(g); err != nil {
+				return err
+			}
+			return next.Generate(g)
+		})
+	}}
+}
+
+// mark returns the mixin's annotation of a type, if it has one. Templates
+// pass a *gen.Type, or a scope that embeds one (the builders' templates).
+func mark(t any) (any, bool) {
+	v := reflect.Indirect(reflect.ValueOf(t))
+	if v.Kind() != reflect.Struct {
+		return nil, false
+	}
+	f := v.FieldByName("Annotations")
+	if !f.IsValid() {
+		return nil, false
+	}
+	a, ok := f.Interface().(gen.Annotations)
+	if !ok {
+		return nil, false
+	}
+	m, ok := a[mixin.AnnotationName]
+	return m, ok
+}
+
+// uses reports whether a type's schema uses mixin.SnowflakeID.
+func uses(t any) bool {
+	_, ok := mark(t)
+	return ok
+}
+
+// jsonString reports whether the type's mixin asks for a JSON string id.
+func jsonString(t any) bool {
+	m, _ := mark(t)
+	a, ok := m.(map[string]any)
+	if !ok {
+		return false
+	}
+	v, _ := a["json_string"].(bool)
+	return v
+}
+
+// mapsTable reports whether a type of the graph already maps to the
+// sys_sequence table, so that the extension must not register it again.
+func mapsTable(g *gen.Graph) bool {
+	for _, n := range g.Nodes {
+		if n.Table() == schema.TableName {
+			return true
+		}
+	}
+	return false
+}
+
+// Check returns every reason the graph cannot be generated with the
+// extension, joined, each naming its schema. The extension runs it before
+// generating; it is exported for tests and tools.
+func Check(g *gen.Graph) error {
+	var errs []error
+	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf("entflake: "+format, args...)) }
+	var users []string
+	for _, n := range g.Nodes {
+		switch n.Name {
+		case "IDGenerator", "NextID":
+			fail("schema %s: its generated names would clash with entflake's %s; rename the type", n.Name, n.Name)
+		}
+		if !uses(n) {
+			continue
+		}
+		users = append(users, n.Name)
+		if !n.HasOneFieldID() || n.ID == nil {
+			fail("schema %s uses mixin.SnowflakeID but has no single id field", n.Name)
+			continue
+		}
+		id := n.ID
+		switch {
+		case id.Type == nil || id.Type.Type != field.TypeInt64:
+			fail("schema %s uses mixin.SnowflakeID, but its id field is %s, not int64; remove the schema's own id field", n.Name, id.Type)
+		case id.HasGoType():
+			fail("schema %s uses mixin.SnowflakeID with a custom Go type %s on the id; the id must stay a plain int64 "+
+				"(for JSON strings use SnowflakeID{JSONString: true})", n.Name, id.Type)
+		}
+		if id.Default || id.DefaultFunc() {
+			fail("schema %s uses mixin.SnowflakeID, but its id has a default; ent runs defaults before hooks, "+
+				"so the generated hook could not tell a default from an id the caller set: remove it", n.Name)
+		}
+		for _, a := range []*struct {
+			where string
+			on    *bool
+		}{{"id field", incremental(id.EntSQL())}, {"schema", incremental(n.EntSQL())}} {
+			if a.on != nil && *a.on {
+				fail("schema %s uses mixin.SnowflakeID, but its %s has entsql.Annotation{Incremental: true}; "+
+					"a snowflake id must not be AUTO_INCREMENT/IDENTITY", n.Name, a.where)
+			}
+		}
+	}
+	if len(users) > 0 {
+		if on, err := g.FeatureEnabled(gen.FeatureGlobalID.Name); err == nil && on {
+			fail("the %s feature gives each type a range of ids and finds a node's type by its id; "+
+				"pre-assigned snowflake ids (schemas %s) ignore those ranges: disable the feature or the mixin",
+				gen.FeatureGlobalID.Name, strings.Join(users, ", "))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func incremental(a *entsql.Annotation) *bool {
+	if a == nil {
+		return nil
+	}
+	return a.Incremental
+}

@@ -1,0 +1,151 @@
+package entext
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"entgo.io/ent"
+	"entgo.io/ent/dialect/entsql"
+	"entgo.io/ent/entc/gen"
+	"entgo.io/ent/entc/load"
+	"entgo.io/ent/schema"
+	"entgo.io/ent/schema/field"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	entflakemixin "github.com/entflake/entflake/mixin"
+)
+
+// Good uses the mixin as intended.
+type Good struct{ ent.Schema }
+
+func (Good) Mixin() []ent.Mixin { return []ent.Mixin{entflakemixin.SnowflakeID{}} }
+
+// Plain has no mixin.
+type Plain struct{ ent.Schema }
+
+func (Plain) Fields() []ent.Field { return []ent.Field{field.String("name")} }
+
+// idMixin keeps the mixin's mark but replaces its id field, the way a
+// wrapping mixin could.
+type idMixin struct {
+	entflakemixin.SnowflakeID
+	id ent.Field
+}
+
+func (m idMixin) Fields() []ent.Field { return []ent.Field{m.id} }
+
+type StringID struct{ ent.Schema }
+
+func (StringID) Mixin() []ent.Mixin { return []ent.Mixin{idMixin{id: field.String("id")}} }
+
+type DefaultID struct{ ent.Schema }
+
+func (DefaultID) Mixin() []ent.Mixin {
+	return []ent.Mixin{idMixin{id: field.Int64("id").DefaultFunc(func() int64 { return time.Now().UnixNano() })}}
+}
+
+type MyID int64
+
+type GoTypeID struct{ ent.Schema }
+
+func (GoTypeID) Mixin() []ent.Mixin {
+	return []ent.Mixin{idMixin{id: field.Int64("id").GoType(MyID(0))}}
+}
+
+type Incremental struct{ ent.Schema }
+
+func (Incremental) Mixin() []ent.Mixin { return []ent.Mixin{entflakemixin.SnowflakeID{}} }
+
+func (Incremental) Annotations() []schema.Annotation {
+	on := true
+	return []schema.Annotation{entsql.Annotation{Incremental: &on}}
+}
+
+// NextID would clash with Client.NextID.
+type NextID struct{ ent.Schema }
+
+// OwnSequence maps a type of the user's to the lease's table.
+type OwnSequence struct{ ent.Schema }
+
+func (OwnSequence) Fields() []ent.Field {
+	return []ent.Field{field.String("id").StorageKey("service_name")}
+}
+
+func (OwnSequence) Annotations() []schema.Annotation {
+	return []schema.Annotation{entsql.Annotation{Table: "sys_sequence"}}
+}
+
+func graph(t *testing.T, features []gen.Feature, schemas ...ent.Interface) *gen.Graph {
+	t.Helper()
+	var loaded []*load.Schema
+	for _, s := range schemas {
+		b, err := load.MarshalSchema(s)
+		require.NoError(t, err)
+		l, err := load.UnmarshalSchema(b)
+		require.NoError(t, err)
+		loaded = append(loaded, l)
+	}
+	storage, err := gen.NewStorage("sql")
+	require.NoError(t, err)
+	g, err := gen.NewGraph(&gen.Config{Package: "example.com/app/ent", Storage: storage, Features: features}, loaded...)
+	require.NoError(t, err)
+	return g
+}
+
+func TestCheck(t *testing.T) {
+	assert.NoError(t, Check(graph(t, nil, Good{}, Plain{})))
+	for name, c := range map[string]struct {
+		schemas  []ent.Interface
+		features []gen.Feature
+		want     []string
+	}{
+		"string id":       {[]ent.Interface{StringID{}}, nil, []string{"schema StringID", "id field is string, not int64"}},
+		"default id":      {[]ent.Interface{DefaultID{}}, nil, []string{"schema DefaultID", "its id has a default"}},
+		"go type":         {[]ent.Interface{GoTypeID{}}, nil, []string{"schema GoTypeID", "custom Go type"}},
+		"incremental":     {[]ent.Interface{Incremental{}}, nil, []string{"schema Incremental", "Incremental: true"}},
+		"global id":       {[]ent.Interface{Good{}}, []gen.Feature{gen.FeatureGlobalID}, []string{"sql/globalid", "schemas Good"}},
+		"name clash":      {[]ent.Interface{NextID{}}, nil, []string{"schema NextID", "clash"}},
+		"several at once": {[]ent.Interface{StringID{}, DefaultID{}}, nil, []string{"schema StringID", "schema DefaultID"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := Check(graph(t, c.features, c.schemas...))
+			require.Error(t, err)
+			for _, w := range c.want {
+				assert.ErrorContains(t, err, w)
+			}
+			assert.True(t, strings.HasPrefix(err.Error(), "entflake: "), err.Error())
+		})
+	}
+	// Global IDs without the mixin are none of our business.
+	assert.NoError(t, Check(graph(t, []gen.Feature{gen.FeatureGlobalID}, Plain{})))
+}
+
+// TestHookStopsGeneration: the generation hook fails before anything is
+// written.
+func TestHookStopsGeneration(t *testing.T) {
+	called := false
+	next := gen.GenerateFunc(func(*gen.Graph) error { called = true; return nil })
+	err := New().Hooks()[0](next).Generate(graph(t, nil, StringID{}))
+	assert.ErrorContains(t, err, "not int64")
+	assert.False(t, called)
+	require.NoError(t, New().Hooks()[0](next).Generate(graph(t, nil, Good{})))
+	assert.True(t, called)
+}
+
+// TestTableNotRegisteredTwice: when a schema of the graph already maps a
+// type to sys_sequence, the extension leaves the table to it.
+func TestTableNotRegisteredTwice(t *testing.T) {
+	assert.False(t, mapsTable(graph(t, nil, Good{})))
+	assert.True(t, mapsTable(graph(t, nil, Good{}, OwnSequence{})))
+}
+
+func TestMark(t *testing.T) {
+	g := graph(t, nil, Good{}, Plain{})
+	for _, n := range g.Nodes {
+		assert.Equal(t, n.Name == "Good", uses(n), n.Name)
+		assert.False(t, jsonString(n))
+	}
+	assert.False(t, uses(42))
+}

@@ -1,0 +1,451 @@
+// Package integration tests the code entext generates, through a generated
+// client, on MariaDB, PostgreSQL and SQLite.
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	atlas "ariga.io/atlas/sql/schema"
+	"entgo.io/ent"
+	"entgo.io/ent/dialect"
+	entsql "entgo.io/ent/dialect/sql"
+	entschema "entgo.io/ent/dialect/sql/schema"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/entflake/entflake"
+	gen "github.com/entflake/entflake/entext/internal/integration/ent"
+	"github.com/entflake/entflake/entext/internal/integration/ent/migrate"
+	"github.com/entflake/entflake/entext/internal/integration/ent/widget"
+	"github.com/entflake/entflake/internal/dbtest"
+)
+
+var quiet = entflake.WithLogger(slog.New(slog.DiscardHandler))
+
+// env is a generated client on a fresh database, with its generator.
+type env struct {
+	*gen.Client
+	db      *dbtest.DB
+	dialect string
+	gen     *entflake.Generator
+}
+
+// open leases a worker id (which creates sys_sequence), then migrates.
+func open(t *testing.T, b dbtest.Backend) *env {
+	t.Helper()
+	ctx := context.Background()
+	db := b.Fresh(t)
+	drv := entsql.OpenDB(b.Dialect, db.DB)
+	g, err := entflake.Open(ctx, drv, entflake.WithService("itest"), quiet)
+	require.NoError(t, err)
+	require.Equal(t, entflake.SourceLease, g.Source())
+	client := gen.NewClient(gen.Driver(drv), gen.IDGenerator(g))
+	require.NoError(t, client.Schema.Create(ctx))
+	return &env{Client: client, db: db, dialect: b.Dialect, gen: g}
+}
+
+// mine checks that id is a snowflake of this client's generator: an id that
+// SQLite's rowid or an AUTO_INCREMENT would have made (1, 2, 3) fails.
+func (e *env) mine(t *testing.T, id int64) {
+	t.Helper()
+	p, err := e.gen.Decode(id)
+	require.NoError(t, err)
+	require.Equal(t, e.gen.WorkerID(), p.WorkerID, "id %d does not decode to the client's worker", id)
+	require.Greater(t, id, int64(1)<<22, "id %d has no time field", id)
+}
+
+// q rewrites ? placeholders for PostgreSQL.
+func (e *env) q(query string) string {
+	if e.dialect != dialect.Postgres {
+		return query
+	}
+	n := 0
+	var b strings.Builder
+	for _, r := range query {
+		if r == '?' {
+			n++
+			fmt.Fprintf(&b, "$%d", n)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// stored returns the id of the widget row with code, read with plain SQL.
+func (e *env) stored(t *testing.T, code string) int64 {
+	t.Helper()
+	var id int64
+	require.NoError(t, e.db.QueryRow(e.q("SELECT id FROM widgets WHERE code = ?"), code).Scan(&id))
+	return id
+}
+
+func (e *env) count(t *testing.T, table string) int {
+	t.Helper()
+	var n int
+	require.NoError(t, e.db.QueryRow("SELECT COUNT(*) FROM "+table).Scan(&n))
+	return n
+}
+
+// TestCreate: the id is set before the INSERT (a hook that runs after
+// entflake's, before the INSERT, sees it), decodes to the client's worker,
+// and is the row's.
+func TestCreate(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		e := open(t, b)
+		ctx := context.Background()
+		var seen int64
+		e.Widget.Use(func(next ent.Mutator) ent.Mutator {
+			return ent.MutateFunc(func(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+				if wm, ok := m.(*gen.WidgetMutation); ok && m.Op().Is(ent.OpCreate) {
+					seen, _ = wm.ID()
+				}
+				return next.Mutate(ctx, m)
+			})
+		})
+		w, err := e.Widget.Create().SetCode("a").Save(ctx)
+		require.NoError(t, err)
+		e.mine(t, w.ID)
+		assert.Equal(t, w.ID, seen, "the id existed before the INSERT")
+		assert.Equal(t, w.ID, e.stored(t, "a"))
+
+		p, err := e.Part.Create().SetName("bolt").SetWidget(w).Save(ctx)
+		require.NoError(t, err)
+		e.mine(t, p.ID)
+		assert.Equal(t, w.ID, e.Part.GetX(ctx, p.ID).QueryWidget().OnlyIDX(ctx), "a foreign key to a snowflake id")
+	})
+}
+
+// TestCallerSetIDKept: an id set by the caller is the row's id.
+func TestCallerSetIDKept(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		e := open(t, b)
+		ctx := context.Background()
+		id, err := e.NextID()
+		require.NoError(t, err)
+		w, err := e.Widget.Create().SetID(id).SetCode("pre").Save(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, id, w.ID)
+		assert.Equal(t, id, e.stored(t, "pre"))
+		w, err = e.Widget.Create().SetID(42).SetCode("small").Save(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, int64(42), w.ID)
+		assert.Equal(t, int64(42), e.stored(t, "small"))
+	})
+}
+
+// TestCreateBulk: 1,000 widgets in one CreateBulk, and MapCreateBulk, each
+// with its own id of this worker, the ids the rows hold.
+func TestCreateBulk(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		e := open(t, b)
+		ctx := context.Background()
+		builders := make([]*gen.WidgetCreate, 1000)
+		for i := range builders {
+			builders[i] = e.Widget.Create().SetCode(fmt.Sprintf("bulk-%04d", i))
+		}
+		ws, err := e.Widget.CreateBulk(builders...).Save(ctx)
+		require.NoError(t, err)
+		require.Len(t, ws, 1000)
+		ids := map[int64]bool{}
+		for i, w := range ws {
+			e.mine(t, w.ID)
+			ids[w.ID] = true
+			if i%97 == 0 {
+				assert.Equal(t, w.ID, e.stored(t, w.Code))
+			}
+		}
+		assert.Len(t, ids, 1000)
+		stored, err := e.Widget.Query().IDs(ctx)
+		require.NoError(t, err)
+		assert.Len(t, stored, 1000)
+		for _, id := range stored {
+			require.True(t, ids[id], "row id %d was not returned", id)
+		}
+
+		codes := []string{"m1", "m2", "m3"}
+		ms, err := e.Widget.MapCreateBulk(codes, func(c *gen.WidgetCreate, i int) { c.SetCode(codes[i]) }).Save(ctx)
+		require.NoError(t, err)
+		for _, w := range ms {
+			e.mine(t, w.ID)
+			assert.Equal(t, w.ID, e.stored(t, w.Code))
+		}
+	})
+}
+
+// TestUpsert: an upsert that inserts gets a fresh id; one that updates keeps
+// the stored row's primary key, whatever the conflict resolution, and
+// UpsertOne.ID reports the id of the row as stored (on MySQL too, where ent
+// reads it from LAST_INSERT_ID).
+func TestUpsert(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		e := open(t, b)
+		ctx := context.Background()
+		// New row.
+		id, err := e.Widget.Create().SetCode("u").SetQty(1).OnConflictColumns(widget.FieldCode).UpdateNewValues().ID(ctx)
+		require.NoError(t, err)
+		e.mine(t, id)
+		assert.Equal(t, id, e.stored(t, "u"))
+		// Existing row, every way ent resolves a conflict.
+		resolutions := map[string]func(*gen.WidgetCreate) *gen.WidgetUpsertOne{
+			"UpdateNewValues": func(c *gen.WidgetCreate) *gen.WidgetUpsertOne {
+				return c.OnConflictColumns(widget.FieldCode).UpdateNewValues()
+			},
+			"ResolveWithNewValues": func(c *gen.WidgetCreate) *gen.WidgetUpsertOne {
+				return c.OnConflict(entsql.ConflictColumns(widget.FieldCode), entsql.ResolveWithNewValues())
+			},
+			"Ignore": func(c *gen.WidgetCreate) *gen.WidgetUpsertOne {
+				return c.OnConflictColumns(widget.FieldCode).Ignore()
+			},
+			"UpdateQty": func(c *gen.WidgetCreate) *gen.WidgetUpsertOne {
+				return c.OnConflictColumns(widget.FieldCode).UpdateQty()
+			},
+		}
+		for name, resolve := range resolutions {
+			qty := len(name)
+			got, err := resolve(e.Widget.Create().SetCode("u").SetQty(qty)).ID(ctx)
+			require.NoError(t, err, name)
+			assert.Equal(t, id, got, "%s: UpsertOne.ID reports the stored row's id", name)
+			assert.Equal(t, id, e.stored(t, "u"), "%s: the row kept its primary key", name)
+		}
+		assert.Equal(t, 1, e.count(t, "widgets"))
+		// A caller-set id on an existing row does not replace it either.
+		got, err := e.Widget.Create().SetID(777).SetCode("u").OnConflict(entsql.ConflictColumns(widget.FieldCode),
+			entsql.ResolveWithNewValues()).ID(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, id, got)
+		assert.Equal(t, id, e.stored(t, "u"))
+
+		// Bulk upsert: rows that exist keep their keys, new rows get ids.
+		err = e.Widget.CreateBulk(
+			e.Widget.Create().SetCode("u").SetQty(9),
+			e.Widget.Create().SetCode("v").SetQty(9),
+		).OnConflict(entsql.ConflictColumns(widget.FieldCode), entsql.ResolveWithNewValues()).Exec(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, id, e.stored(t, "u"))
+		e.mine(t, e.stored(t, "v"))
+		assert.Equal(t, 9, e.Widget.Query().Where(widget.Code("u")).OnlyX(ctx).Qty)
+	})
+}
+
+// TestTransaction: ids inside a transaction, and a rollback that leaves only
+// a gap.
+func TestTransaction(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		e := open(t, b)
+		ctx := context.Background()
+		tx, err := e.Tx(ctx)
+		require.NoError(t, err)
+		group, err := tx.NextID()
+		require.NoError(t, err)
+		e.mine(t, group)
+		w, err := tx.Widget.Create().SetCode("tx").SetQty(int(group % 1000)).Save(ctx)
+		require.NoError(t, err)
+		e.mine(t, w.ID)
+		assert.Greater(t, w.ID, group)
+		require.NoError(t, tx.Commit())
+		assert.Equal(t, w.ID, e.stored(t, "tx"))
+
+		tx, err = e.Tx(ctx)
+		require.NoError(t, err)
+		lost, err := tx.Widget.Create().SetCode("gone").Save(ctx)
+		require.NoError(t, err)
+		require.NoError(t, tx.Rollback())
+		assert.Zero(t, e.Widget.Query().Where(widget.Code("gone")).CountX(ctx))
+		next, err := e.Widget.Create().SetCode("after").Save(ctx)
+		require.NoError(t, err)
+		assert.Greater(t, next.ID, lost.ID, "the rolled-back id is a gap, not reused")
+	})
+}
+
+// TestTypesWithoutMixin keep their own ids.
+func TestTypesWithoutMixin(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		e := open(t, b)
+		ctx := context.Background()
+		p1 := e.Plain.Create().SetName("a").SaveX(ctx)
+		p2 := e.Plain.Create().SetName("b").SaveX(ctx)
+		assert.Equal(t, []int{1, 2}, []int{p1.ID, p2.ID})
+	})
+}
+
+// TestConcurrentCreates: goroutines sharing a client never get one id twice.
+func TestConcurrentCreates(t *testing.T) {
+	e := open(t, dbtest.Backends[0])
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	ids := make([][]int64, 8)
+	for g := range ids {
+		wg.Go(func() {
+			for i := range 50 {
+				w, err := e.Widget.Create().SetCode(fmt.Sprintf("c-%d-%d", g, i)).Save(ctx)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				ids[g] = append(ids[g], w.ID)
+			}
+		})
+	}
+	wg.Wait()
+	all := slices.Concat(ids...)
+	slices.Sort(all)
+	assert.Len(t, slices.Compact(all), 400)
+}
+
+// TestNoGenerator: a client made without IDGenerator refuses to create (no
+// panic, for CreateBulk either) and writes nothing.
+func TestNoGenerator(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		e := open(t, b)
+		ctx := context.Background()
+		bare := gen.NewClient(gen.Driver(entsql.OpenDB(b.Dialect, e.db.DB)))
+		_, err := bare.Widget.Create().SetCode("x").Save(ctx)
+		assert.ErrorIs(t, err, entflake.ErrNoGenerator)
+		assert.ErrorContains(t, err, "pass ent.IDGenerator(gen) to ent.NewClient")
+		_, err = bare.Widget.CreateBulk(bare.Widget.Create().SetCode("y"), bare.Widget.Create().SetCode("z")).Save(ctx)
+		assert.ErrorIs(t, err, entflake.ErrNoGenerator)
+		_, err = bare.NextID()
+		assert.ErrorIs(t, err, entflake.ErrNoGenerator)
+		assert.Zero(t, e.count(t, "widgets"))
+		// Types without the mixin do not need it.
+		bare.Plain.Create().SetName("fine").SaveX(ctx)
+		// Nor does a caller-set id.
+		bare.Widget.Create().SetID(5).SetCode("given").SaveX(ctx)
+		assert.Equal(t, 1, e.count(t, "widgets"))
+	})
+}
+
+// TestDDL: no AUTO_INCREMENT, IDENTITY or AUTOINCREMENT on the ids of types
+// with the mixin; the type without it keeps its own.
+func TestDDL(t *testing.T) {
+	for _, d := range []string{dialect.MySQL, dialect.Postgres, dialect.SQLite} {
+		t.Run(d, func(t *testing.T) {
+			db := dbtest.Backends[slices.IndexFunc(dbtest.Backends, func(b dbtest.Backend) bool { return b.Dialect == d })].Fresh(t)
+			client := gen.NewClient(gen.Driver(entsql.OpenDB(d, db.DB)))
+			var buf bytes.Buffer
+			require.NoError(t, client.Schema.WriteTo(context.Background(), &buf))
+			ddl := buf.String()
+			for _, table := range []string{"widgets", "parts", "docs"} {
+				stmt := createStatement(t, ddl, table)
+				for _, bad := range []string{"AUTO_INCREMENT", "IDENTITY", "AUTOINCREMENT", "serial"} {
+					assert.NotContains(t, strings.ToUpper(stmt), strings.ToUpper(bad), "%s: %s", table, stmt)
+				}
+			}
+			plain := strings.ToUpper(createStatement(t, ddl, "plains"))
+			assert.True(t, strings.Contains(plain, "AUTO_INCREMENT") || strings.Contains(plain, "IDENTITY") ||
+				strings.Contains(plain, "AUTOINCREMENT") || d == dialect.SQLite, plain)
+			assert.Contains(t, ddl, "sys_sequence", "the lease's table is migrated with the entities")
+		})
+	}
+}
+
+func createStatement(t *testing.T, ddl, table string) string {
+	t.Helper()
+	for _, stmt := range strings.Split(ddl, ";") {
+		if strings.Contains(stmt, "CREATE TABLE") && (strings.Contains(stmt, "`"+table+"`") || strings.Contains(stmt, `"`+table+`"`)) {
+			return stmt
+		}
+	}
+	t.Fatalf("no CREATE TABLE %s in:\n%s", table, ddl)
+	return ""
+}
+
+// TestSchemaCreate: sys_sequence is registered once; migrating a database
+// where the lease made it plans no change to it, and a second Schema.Create
+// plans nothing at all.
+func TestSchemaCreate(t *testing.T) {
+	n := 0
+	for _, table := range migrate.Tables {
+		if table.Name == "sys_sequence" {
+			n++
+		}
+	}
+	assert.Equal(t, 1, n, "sys_sequence is registered exactly once")
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		e := open(t, b) // lease first (creates sys_sequence), then Schema.Create
+		var changes []atlas.Change
+		hook := entschema.WithDiffHook(func(next entschema.Differ) entschema.Differ {
+			return entschema.DiffFunc(func(current, desired *atlas.Schema) ([]atlas.Change, error) {
+				c, err := next.Diff(current, desired)
+				changes = append(changes, c...)
+				return c, err
+			})
+		})
+		require.NoError(t, e.Schema.Create(context.Background(), hook))
+		assert.Empty(t, changes, "a second Schema.Create changes nothing")
+		// A bare Schema.Create on a fresh database creates sys_sequence, and
+		// the lease then takes from it.
+		db := b.Fresh(t)
+		drv := entsql.OpenDB(b.Dialect, db.DB)
+		require.NoError(t, gen.NewClient(gen.Driver(drv)).Schema.Create(context.Background()))
+		g, err := entflake.Open(context.Background(), drv, entflake.WithService("itest"), quiet)
+		require.NoError(t, err)
+		assert.Equal(t, entflake.SourceLease, g.Source())
+		assert.Equal(t, int64(1), g.WorkerID())
+	})
+}
+
+// TestSchemaCreateKeepsSourceRows: migrating over a table made by the Java
+// source's own DDL (minus its MariaDB-unknown collation) keeps its rows.
+func TestSchemaCreateKeepsSourceRows(t *testing.T) {
+	db := dbtest.MySQL(t)
+	_, err := db.Exec("CREATE TABLE IF NOT EXISTS `sys_sequence` (" +
+		"`service_name` VARCHAR(64) NOT NULL, `worker_id` INT NOT NULL DEFAULT 0, " +
+		"`instance` VARCHAR(128) DEFAULT NULL, " +
+		"`updated_at` DATETIME NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP, " +
+		"PRIMARY KEY (`service_name`)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4")
+	require.NoError(t, err)
+	_, err = db.Exec("INSERT INTO sys_sequence (service_name, worker_id, instance) VALUES ('__global__', 17, 'pool'), ('java', 0, 'java@1@1')")
+	require.NoError(t, err)
+	drv := entsql.OpenDB(dialect.MySQL, db.DB)
+	require.NoError(t, gen.NewClient(gen.Driver(drv)).Schema.Create(context.Background()))
+	var n, pool int
+	require.NoError(t, db.QueryRow("SELECT COUNT(*) FROM sys_sequence").Scan(&n))
+	require.NoError(t, db.QueryRow("SELECT worker_id FROM sys_sequence WHERE service_name = '__global__'").Scan(&pool))
+	assert.Equal(t, 2, n)
+	assert.Equal(t, 17, pool)
+	g, err := entflake.Open(context.Background(), drv, entflake.WithService("itest"), quiet)
+	require.NoError(t, err)
+	assert.Equal(t, int64(18), g.WorkerID(), "the pool carries on")
+}
+
+// TestJSONString: Doc (JSONString) marshals its id as a string and reads
+// both forms back; Widget keeps a number.
+func TestJSONString(t *testing.T) {
+	e := open(t, dbtest.Backends[2])
+	ctx := context.Background()
+	d := e.Doc.Create().SetTitle("t").SaveX(ctx)
+	e.mine(t, d.ID)
+	out, err := json.Marshal(d)
+	require.NoError(t, err)
+	assert.Contains(t, string(out), fmt.Sprintf(`"id":"%d"`, d.ID))
+	for _, in := range []string{
+		fmt.Sprintf(`{"id":"%d","title":"t"}`, d.ID),
+		fmt.Sprintf(`{"id":%d,"title":"t"}`, d.ID),
+	} {
+		var back gen.Doc
+		require.NoError(t, json.Unmarshal([]byte(in), &back), in)
+		assert.Equal(t, d.ID, back.ID, in)
+		assert.Equal(t, "t", back.Title, in)
+	}
+	var bad gen.Doc
+	assert.Error(t, json.Unmarshal([]byte(`{"id":"12x"}`), &bad))
+	assert.Error(t, json.Unmarshal([]byte(`{"id":1.5}`), &bad))
+	var empty gen.Doc
+	require.NoError(t, json.Unmarshal([]byte(`{"title":"only"}`), &empty))
+	assert.Zero(t, empty.ID)
+
+	w := e.Widget.Create().SetCode("j").SaveX(ctx)
+	out, err = json.Marshal(w)
+	require.NoError(t, err)
+	assert.Contains(t, string(out), fmt.Sprintf(`"id":%d`, w.ID))
+}

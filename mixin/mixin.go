@@ -1,0 +1,82 @@
+// Package mixin holds SnowflakeID, the ent mixin that gives an entity an
+// int64 primary key assigned in the process before the INSERT.
+//
+// ent's own entgo.io/ent/schema/mixin is also named mixin, and schemas often
+// import both; import this one under an alias:
+//
+//	import entflakemixin "github.com/entflake/entflake/mixin"
+//
+//	func (Account) Mixin() []ent.Mixin {
+//		return []ent.Mixin{entflakemixin.SnowflakeID{}}
+//	}
+//
+// The mixin only describes the id; the code that fills it in is generated
+// into the ent package by the entc extension (package entext), which must be
+// enabled in entc.go:
+//
+//	entc.Generate("./schema", &gen.Config{}, entc.Extensions(entext.New()))
+//
+// That code needs no import of the generated runtime package.
+package mixin
+
+import (
+	"entgo.io/ent"
+	"entgo.io/ent/dialect/entsql"
+	"entgo.io/ent/schema"
+	"entgo.io/ent/schema/field"
+	entmixin "entgo.io/ent/schema/mixin"
+)
+
+// SnowflakeID gives an entity an int64 id that the client's entflake
+// generator assigns before the INSERT, unless the caller set one (SetID).
+// The column is a plain BIGINT primary key: not AUTO_INCREMENT, not
+// IDENTITY, and on SQLite not an alias of the rowid. The id is immutable.
+//
+// Its zero value marshals the id to JSON as a number, like any int64.
+type SnowflakeID struct {
+	entmixin.Schema
+	// JSONString makes the entity marshal its id to JSON as a string
+	// ("385716584448028672"), which JavaScript reads without losing
+	// precision above 2^53; decoding then accepts a string or a number.
+	JSONString bool
+}
+
+// Fields returns the id field.
+func (m SnowflakeID) Fields() []ent.Field {
+	id := field.Int64("id").
+		Immutable().
+		Comment("Snowflake ID, assigned in the process before the INSERT (entflake).").
+		// Without this, ent makes a user-defined integer id AUTO_INCREMENT
+		// (MySQL) or an IDENTITY column (PostgreSQL), and on SQLite the
+		// INTEGER PRIMARY KEY column quietly numbers rows 1, 2, 3 whenever
+		// no id is given.
+		Annotations(entsql.Annotation{Incremental: new(bool)})
+	if m.JSONString {
+		id = id.StructTag(`json:"id,string,omitempty"`)
+	}
+	return []ent.Field{id}
+}
+
+// Annotations marks the schema for the entc extension, which finds the
+// entities to generate for by this mark.
+func (m SnowflakeID) Annotations() []schema.Annotation {
+	return []schema.Annotation{Annotation{JSONString: m.JSONString}}
+}
+
+// AnnotationName is the name under which the mark is stored in ent's graph.
+const AnnotationName = "EntflakeSnowflakeID"
+
+// Annotation marks a schema that uses SnowflakeID. The entc extension reads
+// it; schemas do not use it directly.
+type Annotation struct {
+	// JSONString: see SnowflakeID.JSONString.
+	JSONString bool `json:"json_string,omitempty"`
+}
+
+// Name implements schema.Annotation.
+func (Annotation) Name() string { return AnnotationName }
+
+var (
+	_ ent.Mixin         = SnowflakeID{}
+	_ schema.Annotation = Annotation{}
+)

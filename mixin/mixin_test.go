@@ -1,0 +1,40 @@
+package mixin_test
+
+import (
+	"testing"
+
+	"entgo.io/ent/dialect/entsql"
+	"entgo.io/ent/schema/field"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	entflakemixin "github.com/entflake/entflake/mixin"
+)
+
+func TestSnowflakeID(t *testing.T) {
+	fields := entflakemixin.SnowflakeID{}.Fields()
+	require.Len(t, fields, 1)
+	d := fields[0].Descriptor()
+	assert.Equal(t, "id", d.Name)
+	assert.Equal(t, field.TypeInt64, d.Info.Type)
+	assert.True(t, d.Immutable)
+	assert.False(t, d.Optional)
+	assert.Nil(t, d.Default, "no default: the generated hook tells a caller-set id by its presence")
+	var incremental *bool
+	for _, a := range d.Annotations {
+		if s, ok := a.(entsql.Annotation); ok {
+			incremental = s.Incremental
+		}
+	}
+	require.NotNil(t, incremental, "without the annotation ent makes the id AUTO_INCREMENT")
+	assert.False(t, *incremental)
+	assert.Empty(t, d.Tag)
+
+	d = entflakemixin.SnowflakeID{JSONString: true}.Fields()[0].Descriptor()
+	assert.Equal(t, `json:"id,string,omitempty"`, d.Tag)
+
+	marks := entflakemixin.SnowflakeID{JSONString: true}.Annotations()
+	require.Len(t, marks, 1)
+	assert.Equal(t, entflakemixin.AnnotationName, marks[0].Name())
+	assert.Equal(t, entflakemixin.Annotation{JSONString: true}, marks[0])
+}
