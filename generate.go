@@ -2,4 +2,5 @@ package entflake
 
 // The ent packages of the example and of entext's integration tests are
 // generated code, checked in; CI regenerates them and expects no change.
+//go:generate go -C example/ent run entc.go
 //go:generate go -C entext/internal/integration/ent run entc.go

@@ -1,0 +1,313 @@
+// Command example is entflake's example, the business case of its design:
+// a transfer whose two ledger entries share a group id taken before any
+// INSERT, and an outbox event, written in the same transaction, whose JSON
+// payload carries the ids.
+//
+//	go run ./example                  # SQLite in memory, no server needed
+//	go run ./example -driver mysql -dsn 'root@tcp(127.0.0.1:3306)/test?parseTime=true'
+//	go run ./example -driver postgres -dsn 'postgres://root@127.0.0.1:5432/test?sslmode=disable'
+//
+// It prints the rung of the ladder that gave the worker id, then every id it
+// assigned, each with its decoded time, worker and sequence, and checks the
+// rows it wrote. The ladder logs to standard error.
+package main
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	"entgo.io/ent/dialect"
+	entsql "entgo.io/ent/dialect/sql"
+	_ "github.com/go-sql-driver/mysql" // "mysql"
+	_ "github.com/jackc/pgx/v5/stdlib" // "pgx"
+	_ "modernc.org/sqlite"             // "sqlite", pure Go
+
+	"github.com/entflake/entflake"
+	"github.com/entflake/entflake/example/ent"
+	"github.com/entflake/entflake/example/ent/account"
+	"github.com/entflake/entflake/example/ent/entry"
+)
+
+func main() {
+	driverName := flag.String("driver", "sqlite", "database: sqlite (in memory unless -dsn is given), mysql or postgres")
+	dsn := flag.String("dsn", "", "data source name; required for mysql and postgres")
+	service := flag.String("service", "example", "service name recorded with the worker-id lease")
+	flag.Parse()
+	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if err := run(context.Background(), os.Stdout, logger, *driverName, *dsn, *service); err != nil {
+		fmt.Fprintln(os.Stderr, "example:", err)
+		os.Exit(1)
+	}
+}
+
+// run is the whole example; its output goes to w.
+func run(ctx context.Context, w io.Writer, logger *slog.Logger, driverName, dsn, service string) error {
+	db, dialectName, err := openDB(driverName, dsn)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+
+	// The three lines an application adds: run entflake's ladder on the
+	// driver, then give the generator to the client.
+	drv := entsql.OpenDB(dialectName, db)
+	gen, err := entflake.Open(ctx, drv, entflake.WithService(service), entflake.WithLogger(logger))
+	if err != nil {
+		return err
+	}
+	client := ent.NewClient(ent.Driver(drv), ent.IDGenerator(gen))
+
+	if err := migrate(ctx, db, dialectName, client); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	fmt.Fprintf(w, "worker id %d from the %s rung (service %q, %s)\n", gen.WorkerID(), gen.Source(), service, dialectName)
+
+	var ids ledger
+	alice, err := client.Account.Create().SetOwner("alice").SetBalance(10_000).Save(ctx)
+	if err != nil {
+		return err
+	}
+	ids.add(alice.ID, "account alice")
+	bob, err := client.Account.Create().SetOwner("bob").SetBalance(5_000).Save(ctx)
+	if err != nil {
+		return err
+	}
+	ids.add(bob.ID, "account bob")
+
+	t, err := transfer(ctx, client, alice, bob, 2_500, &ids)
+	if err != nil {
+		return fmt.Errorf("transfer: %w", err)
+	}
+	// A transfer that cannot be covered rolls back: its group id, already
+	// taken, is only a gap.
+	if _, err := transfer(ctx, client, alice, bob, 1_000_000, &ids); !errors.Is(err, errInsufficientFunds) {
+		return fmt.Errorf("overdraft: want %v, got %v", errInsufficientFunds, err)
+	}
+	if err := check(ctx, client, t, alice.ID, bob.ID); err != nil {
+		return fmt.Errorf("check: %w", err)
+	}
+
+	fmt.Fprintln(w, "ids assigned in this run:")
+	for _, e := range ids {
+		p, err := gen.Decode(e.id)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "  %d  %-34s  %s  worker %d  seq %d\n",
+			e.id, e.what, p.Time.Format("2006-01-02T15:04:05.000Z07:00"), p.WorkerID, p.Sequence)
+	}
+	event, err := json.Marshal(t.event)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "outbox event: %s\n", event)
+	fmt.Fprintln(w, "checked: both entries carry the group id, the outbox payload names the group, both entries and both accounts, and the balances add up")
+	return nil
+}
+
+// openDB opens the database the flags name, and says which ent dialect it is.
+func openDB(driverName, dsn string) (*sql.DB, string, error) {
+	switch driverName {
+	case "sqlite":
+		if dsn != "" {
+			db, err := sql.Open("sqlite", dsn)
+			return db, dialect.SQLite, err
+		}
+		// A plain in-memory database belongs to the connection that made it:
+		// keep exactly one. busy_timeout: SQLite's default of 0 fails a
+		// second writer at once.
+		db, err := sql.Open("sqlite", "file::memory:?_pragma=foreign_keys(1)&_pragma=busy_timeout(5000)")
+		if err != nil {
+			return nil, "", err
+		}
+		db.SetMaxOpenConns(1)
+		db.SetConnMaxLifetime(0)
+		db.SetConnMaxIdleTime(0)
+		return db, dialect.SQLite, nil
+	case "mysql", "postgres":
+		if dsn == "" {
+			return nil, "", fmt.Errorf("-driver %s needs -dsn", driverName)
+		}
+		if driverName == "mysql" {
+			db, err := sql.Open("mysql", dsn)
+			return db, dialect.MySQL, err
+		}
+		db, err := sql.Open("pgx", dsn)
+		return db, dialect.Postgres, err
+	}
+	return nil, "", fmt.Errorf("-driver %q: want sqlite, mysql or postgres", driverName)
+}
+
+// migrateLock names the database lock held around the migration.
+const (
+	migrateLock   = "entflake_example_migrate"
+	migrateLockPG = 7308907228522703718 // any fixed number shared by all copies
+)
+
+// migrate creates or updates the tables, sys_sequence among them. ent's
+// migration takes no lock of its own, and several copies of a service may
+// start at once, so the copies take turns behind a database lock (SQLite
+// already lets one writer in at a time).
+func migrate(ctx context.Context, db *sql.DB, dialectName string, client *ent.Client) error {
+	var lock, unlock string
+	var args []any
+	switch dialectName {
+	case dialect.MySQL:
+		lock, unlock, args = "SELECT GET_LOCK(?, 60)", "SELECT RELEASE_LOCK(?)", []any{migrateLock}
+	case dialect.Postgres:
+		lock, unlock, args = "SELECT 1 FROM pg_advisory_lock($1)", "SELECT pg_advisory_unlock($1)", []any{int64(migrateLockPG)}
+	default:
+		return client.Schema.Create(ctx)
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	var got sql.NullInt64
+	if err := conn.QueryRowContext(ctx, lock, args...).Scan(&got); err != nil {
+		return err
+	}
+	if got.Int64 != 1 {
+		return errors.New("timed out waiting for the migration lock")
+	}
+	defer func() {
+		var released any
+		_ = conn.QueryRowContext(context.WithoutCancel(ctx), unlock, args...).Scan(&released)
+	}()
+	return client.Schema.Create(ctx)
+}
+
+// ledger is the list of ids assigned in this run, in order.
+type ledger []struct {
+	id   int64
+	what string
+}
+
+func (l *ledger) add(id int64, what string) {
+	*l = append(*l, struct {
+		id   int64
+		what string
+	}{id, what})
+}
+
+// transferred is a committed transfer.
+type transferred struct {
+	group         int64
+	debit, credit *ent.Entry
+	event         *ent.Event
+}
+
+// transferEvent is the outbox payload. Ids go as strings: JavaScript reads
+// numbers above 2^53 wrong.
+type transferEvent struct {
+	GroupID       int64 `json:"group_id,string"`
+	DebitEntryID  int64 `json:"debit_entry_id,string"`
+	CreditEntryID int64 `json:"credit_entry_id,string"`
+	FromAccountID int64 `json:"from_account_id,string"`
+	ToAccountID   int64 `json:"to_account_id,string"`
+	AmountCents   int64 `json:"amount_cents"`
+}
+
+var errInsufficientFunds = errors.New("insufficient funds")
+
+// transfer moves amount cents from one account to another in one
+// transaction: two entries that share a group id, and the outbox event that
+// announces them.
+func transfer(ctx context.Context, client *ent.Client, from, to *ent.Account, amount int64, ids *ledger) (t transferred, err error) {
+	tx, err := client.Tx(ctx)
+	if err != nil {
+		return t, err
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, tx.Rollback())
+		}
+	}()
+	// Taken in memory before the first statement: no round trip holds the
+	// transaction's locks longer.
+	if t.group, err = tx.NextID(); err != nil {
+		return t, err
+	}
+	n, err := tx.Account.Update().
+		Where(account.ID(from.ID), account.BalanceGTE(amount)).
+		AddBalance(-amount).
+		Save(ctx)
+	if err != nil {
+		return t, err
+	}
+	if n == 0 {
+		ids.add(t.group, "transfer group (rolled back, a gap)")
+		return t, errInsufficientFunds
+	}
+	ids.add(t.group, "transfer group")
+	if err = tx.Account.UpdateOneID(to.ID).AddBalance(amount).Exec(ctx); err != nil {
+		return t, err
+	}
+	if t.debit, err = tx.Entry.Create().SetGroupID(t.group).SetAccountID(from.ID).SetAmount(-amount).Save(ctx); err != nil {
+		return t, err
+	}
+	ids.add(t.debit.ID, fmt.Sprintf("entry: %s %d", from.Owner, -amount))
+	if t.credit, err = tx.Entry.Create().SetGroupID(t.group).SetAccountID(to.ID).SetAmount(amount).Save(ctx); err != nil {
+		return t, err
+	}
+	ids.add(t.credit.ID, fmt.Sprintf("entry: %s +%d", to.Owner, amount))
+	payload, err := json.Marshal(transferEvent{
+		GroupID: t.group, DebitEntryID: t.debit.ID, CreditEntryID: t.credit.ID,
+		FromAccountID: from.ID, ToAccountID: to.ID, AmountCents: amount,
+	})
+	if err != nil {
+		return t, err
+	}
+	if t.event, err = tx.Event.Create().SetTopic("transfer.completed").SetPayload(payload).Save(ctx); err != nil {
+		return t, err
+	}
+	ids.add(t.event.ID, "outbox event transfer.completed")
+	return t, tx.Commit()
+}
+
+// check reads back what the transfer wrote and compares it with the ids
+// taken before the INSERTs.
+func check(ctx context.Context, client *ent.Client, t transferred, from, to int64) error {
+	entries, err := client.Entry.Query().Where(entry.GroupID(t.group)).Order(entry.ByAmount()).All(ctx)
+	if err != nil {
+		return err
+	}
+	if len(entries) != 2 || entries[0].ID != t.debit.ID || entries[1].ID != t.credit.ID {
+		return fmt.Errorf("group %d: want entries %d and %d, found %v", t.group, t.debit.ID, t.credit.ID, entries)
+	}
+	if entries[0].Amount+entries[1].Amount != 0 {
+		return fmt.Errorf("group %d does not balance: %v", t.group, entries)
+	}
+	stored, err := client.Event.Get(ctx, t.event.ID)
+	if err != nil {
+		return err
+	}
+	var p transferEvent
+	if err := json.Unmarshal(stored.Payload, &p); err != nil {
+		return err
+	}
+	want := transferEvent{t.group, t.debit.ID, t.credit.ID, from, to, entries[1].Amount}
+	if p != want {
+		return fmt.Errorf("outbox payload %+v, want %+v", p, want)
+	}
+	a, err := client.Account.Get(ctx, from)
+	if err != nil {
+		return err
+	}
+	b, err := client.Account.Get(ctx, to)
+	if err != nil {
+		return err
+	}
+	if a.Balance != 10_000-p.AmountCents || b.Balance != 5_000+p.AmountCents {
+		return fmt.Errorf("balances %d and %d after moving %d", a.Balance, b.Balance, p.AmountCents)
+	}
+	return nil
+}

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/entflake/entflake"
+	"github.com/entflake/entflake/internal/dbtest"
+)
+
+// TestMain doubles as the example itself, for the tests that start copies
+// of it as processes.
+func TestMain(m *testing.M) {
+	if args := os.Getenv("ENTFLAKE_EXAMPLE_ARGS"); args != "" {
+		os.Args = append([]string{"example"}, strings.Split(args, "\x1f")...)
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+var (
+	firstLine = regexp.MustCompile(`^worker id (\d+) from the (\w+) rung \(service "([^"]+)", (\w+)\)$`)
+	longNum   = regexp.MustCompile(`\d{10,}`)
+)
+
+// checkOutput decodes every long number the example printed: each must be
+// an id of the worker it named, issued during the run; there must be the
+// seven ids of the story.
+func checkOutput(t *testing.T, out string, from, to time.Time) (worker int64, source string) {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	m := firstLine.FindStringSubmatch(lines[0])
+	require.NotNil(t, m, "first line: %q", lines[0])
+	worker, err := strconv.ParseInt(m[1], 10, 64)
+	require.NoError(t, err)
+	ids := map[int64]bool{}
+	for _, s := range longNum.FindAllString(out, -1) {
+		id, err := strconv.ParseInt(s, 10, 64)
+		require.NoError(t, err, s)
+		p, err := entflake.Decode(id, entflake.DefaultLayout, entflake.DefaultEpoch)
+		require.NoError(t, err)
+		assert.Equal(t, worker, p.WorkerID, "id %d", id)
+		assert.False(t, p.Time.Before(from.Truncate(time.Millisecond)) || p.Time.After(to), "id %d issued at %v, outside the run", id, p.Time)
+		ids[id] = true
+	}
+	assert.Len(t, ids, 7, "alice, bob, a group, two entries, an event, a rolled-back group")
+	assert.Contains(t, out, "checked: ")
+	return worker, m[2]
+}
+
+func runOnce(t *testing.T, driverName, dsn string) (string, error) {
+	t.Helper()
+	var out bytes.Buffer
+	err := run(context.Background(), &out, slog.New(slog.DiscardHandler), driverName, dsn, "example")
+	return out.String(), err
+}
+
+func TestSQLiteInMemory(t *testing.T) {
+	t.Setenv(entflake.EnvWorkerID, "")
+	start := time.Now()
+	out, err := runOnce(t, "sqlite", "")
+	require.NoError(t, err)
+	worker, source := checkOutput(t, out, start, time.Now())
+	assert.Equal(t, int64(1), worker, "a fresh pool in a fresh database")
+	assert.Equal(t, "lease", source)
+}
+
+// TestServersRunAgain: the same flow on MariaDB and PostgreSQL, twice on one
+// database (the second run finds it migrated and takes the next worker id).
+func TestServersRunAgain(t *testing.T) {
+	t.Setenv(entflake.EnvWorkerID, "")
+	for _, b := range dbtest.Backends[:2] {
+		t.Run(b.Name, func(t *testing.T) {
+			db := b.Fresh(t)
+			driverName := map[string]string{"mariadb": "mysql", "postgres": "postgres"}[b.Name]
+			for want := int64(1); want <= 2; want++ {
+				start := time.Now()
+				out, err := runOnce(t, driverName, db.DSN)
+				require.NoError(t, err)
+				worker, source := checkOutput(t, out, start, time.Now())
+				assert.Equal(t, want, worker)
+				assert.Equal(t, "lease", source)
+			}
+		})
+	}
+}
+
+func TestBadFlags(t *testing.T) {
+	_, err := runOnce(t, "oracle", "")
+	assert.ErrorContains(t, err, `-driver "oracle": want sqlite, mysql or postgres`)
+	_, err = runOnce(t, "mysql", "")
+	assert.ErrorContains(t, err, "-driver mysql needs -dsn")
+}
+
+// TestSixteenCopies: sixteen processes started at once against one fresh
+// database all finish the story, each with its own worker id.
+func TestSixteenCopies(t *testing.T) {
+	for _, b := range dbtest.Backends[:2] {
+		t.Run(b.Name, func(t *testing.T) {
+			db := b.Fresh(t)
+			driverName := map[string]string{"mariadb": "mysql", "postgres": "postgres"}[b.Name]
+			const copies = 16
+			outs := make([]bytes.Buffer, copies)
+			errs := make([]error, copies)
+			start := time.Now()
+			var wg sync.WaitGroup
+			for i := range copies {
+				cmd := exec.Command(os.Args[0], "-test.run=^$")
+				cmd.Env = append(os.Environ(), entflake.EnvWorkerID+"=",
+					"ENTFLAKE_EXAMPLE_ARGS="+strings.Join([]string{"-driver", driverName, "-dsn", db.DSN}, "\x1f"))
+				cmd.Stdout = &outs[i]
+				var stderr bytes.Buffer
+				cmd.Stderr = &stderr
+				wg.Go(func() {
+					if err := cmd.Run(); err != nil {
+						errs[i] = fmt.Errorf("%w: %s", err, stderr.String())
+					}
+				})
+			}
+			wg.Wait()
+			end := time.Now()
+			var workers []int64
+			for i := range copies {
+				require.NoError(t, errs[i], "copy %d", i)
+				w, source := checkOutput(t, outs[i].String(), start, end)
+				assert.Equal(t, "lease", source)
+				workers = append(workers, w)
+			}
+			slices.Sort(workers)
+			assert.Len(t, slices.Compact(workers), copies, "distinct worker ids: %v", workers)
+		})
+	}
+}
