@@ -146,3 +146,18 @@ func TestSixteenCopies(t *testing.T) {
 		})
 	}
 }
+
+// TestNoCodegenInBinary: the generated code needs entflake at run time, not
+// its entc extension, so entc and its dependencies stay out of the binary.
+func TestNoCodegenInBinary(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").Output()
+	require.NoError(t, err)
+	deps := strings.Fields(string(out))
+	require.Contains(t, deps, "github.com/entflake/entflake", "the listing is of the example")
+	for _, d := range deps {
+		for _, banned := range []string{"entgo.io/ent/entc", "github.com/entflake/entflake/entext", "golang.org/x/tools"} {
+			assert.False(t, strings.HasPrefix(d, banned), "the example's binary depends on %s", d)
+		}
+		assert.NotContains(t, d, "/ent/runtime", "the example needs no import of the generated runtime package")
+	}
+}
