@@ -276,3 +276,22 @@ func (d *DB) LockPoolRow(t testing.TB, dialectName string) (release func()) {
 		}
 	}
 }
+
+// Rebind rewrites a query's ? placeholders as $1, $2, ... for PostgreSQL,
+// and returns it unchanged for the other dialects.
+func Rebind(dialectName, query string) string {
+	if dialectName != dialect.Postgres {
+		return query
+	}
+	var b strings.Builder
+	n := 0
+	for _, r := range query {
+		if r == '?' {
+			n++
+			fmt.Fprintf(&b, "$%d", n)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}

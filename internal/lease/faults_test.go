@@ -152,7 +152,7 @@ func checkRecovered(t *testing.T, direct, via *sql.DB, d string, p *cutProxy) {
 	assert.Equal(t, before+1, poolValue(t, direct))
 	assert.NoError(t, l.AuditErr)
 	var audit int64
-	require.NoError(t, direct.QueryRow(q(d, "SELECT worker_id FROM sys_sequence WHERE service_name = ?"), "svc").Scan(&audit))
+	require.NoError(t, direct.QueryRow(dbtest.Rebind(d, "SELECT worker_id FROM sys_sequence WHERE service_name = ?"), "svc").Scan(&audit))
 	assert.Equal(t, l.WorkerID, audit)
 }
 

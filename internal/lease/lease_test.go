@@ -38,24 +38,6 @@ func take(t testing.TB, r Request) Lease {
 	return l
 }
 
-// q rewrites ? placeholders as $1, $2, ... for PostgreSQL.
-func q(d, query string) string {
-	if d != dialect.Postgres {
-		return query
-	}
-	var b strings.Builder
-	n := 0
-	for _, r := range query {
-		if r == '?' {
-			n++
-			fmt.Fprintf(&b, "$%d", n)
-			continue
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
-
 func poolValue(t testing.TB, db *sql.DB) int64 {
 	t.Helper()
 	var v int64
@@ -289,13 +271,13 @@ func TestAuditRowHoldsWorkerID(t *testing.T) {
 			worker   int64
 			instance string
 		)
-		require.NoError(t, db.QueryRow(q(b.Dialect, "SELECT worker_id, instance FROM sys_sequence WHERE service_name = ?"), "billing").
+		require.NoError(t, db.QueryRow(dbtest.Rebind(b.Dialect, "SELECT worker_id, instance FROM sys_sequence WHERE service_name = ?"), "billing").
 			Scan(&worker, &instance))
 		assert.Equal(t, int64(41), worker)
 		assert.Equal(t, r.Instance, instance)
 		// A second start of the service overwrites its row with the new id.
 		l = take(t, r)
-		require.NoError(t, db.QueryRow(q(b.Dialect, "SELECT worker_id FROM sys_sequence WHERE service_name = ?"), "billing").Scan(&worker))
+		require.NoError(t, db.QueryRow(dbtest.Rebind(b.Dialect, "SELECT worker_id FROM sys_sequence WHERE service_name = ?"), "billing").Scan(&worker))
 		assert.Equal(t, l.WorkerID, worker)
 		assert.Equal(t, int64(42), worker)
 	})
@@ -393,7 +375,7 @@ func TestServiceNameVerbatim(t *testing.T) {
 		name := `x'); DROP TABLE sys_sequence; -- "ünï`
 		take(t, request(db.DB, b.Dialect, name))
 		var got string
-		require.NoError(t, db.QueryRow(q(b.Dialect, "SELECT service_name FROM sys_sequence WHERE service_name = ?"), name).Scan(&got))
+		require.NoError(t, db.QueryRow(dbtest.Rebind(b.Dialect, "SELECT service_name FROM sys_sequence WHERE service_name = ?"), name).Scan(&got))
 		assert.Equal(t, name, got)
 		assert.Equal(t, int64(1), poolValue(t, db.DB))
 	})

@@ -62,29 +62,11 @@ func (e *env) mine(t *testing.T, id int64) {
 	require.Greater(t, id, int64(1)<<22, "id %d has no time field", id)
 }
 
-// q rewrites ? placeholders for PostgreSQL.
-func (e *env) q(query string) string {
-	if e.dialect != dialect.Postgres {
-		return query
-	}
-	n := 0
-	var b strings.Builder
-	for _, r := range query {
-		if r == '?' {
-			n++
-			fmt.Fprintf(&b, "$%d", n)
-			continue
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
-
 // stored returns the id of the widget row with code, read with plain SQL.
 func (e *env) stored(t *testing.T, code string) int64 {
 	t.Helper()
 	var id int64
-	require.NoError(t, e.db.QueryRow(e.q("SELECT id FROM widgets WHERE code = ?"), code).Scan(&id))
+	require.NoError(t, e.db.QueryRow(dbtest.Rebind(e.dialect, "SELECT id FROM widgets WHERE code = ?"), code).Scan(&id))
 	return id
 }
 
