@@ -26,7 +26,8 @@
 //
 // Generation fails with a message naming the schema when the mixin meets
 // an id it cannot fill (not int64, a custom Go type, a default, an
-// AUTO_INCREMENT annotation), when ent's global unique ID feature is on
+// AUTO_INCREMENT annotation, an edge schema, whose rows ent inserts without
+// hooks), when ent's global unique ID feature is on
 // (it gives each type an id range, which pre-assigned ids ignore), or when
 // a type's name would clash with the generated names.
 package entext
@@ -63,6 +64,14 @@ func New() *Extension { return &Extension{} }
 var funcs = template.FuncMap{
 	"entflakeUses": uses,
 	"entflakeJSON": jsonString,
+	"entflakeAny": func(g *gen.Graph) bool {
+		for _, n := range g.Nodes {
+			if uses(n) {
+				return true
+			}
+		}
+		return false
+	},
 	"entflakeTypeNames": func(g *gen.Graph) string {
 		var names []string
 		for _, n := range g.Nodes {
@@ -159,6 +168,12 @@ func Check(g *gen.Graph) error {
 			continue
 		}
 		users = append(users, n.Name)
+		if n.IsEdgeSchema() {
+			fail("schema %s uses mixin.SnowflakeID but is an edge schema: ent inserts its rows itself when edges are "+
+				"added, without hooks, so nothing would give them an id; key it by its two edge fields "+
+				"(field.ID annotation) instead", n.Name)
+			continue
+		}
 		if !n.HasOneFieldID() || n.ID == nil {
 			fail("schema %s uses mixin.SnowflakeID but has no single id field", n.Name)
 			continue

@@ -10,6 +10,7 @@ import (
 	"entgo.io/ent/entc/gen"
 	"entgo.io/ent/entc/load"
 	"entgo.io/ent/schema"
+	"entgo.io/ent/schema/edge"
 	"entgo.io/ent/schema/field"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -63,6 +64,34 @@ func (Incremental) Annotations() []schema.Annotation {
 	return []schema.Annotation{entsql.Annotation{Incremental: &on}}
 }
 
+// User and Group are linked through Membership, an edge schema.
+type User struct{ ent.Schema }
+
+func (User) Edges() []ent.Edge {
+	return []ent.Edge{edge.To("groups", Group.Type).Through("memberships", Membership.Type)}
+}
+
+type Group struct{ ent.Schema }
+
+func (Group) Edges() []ent.Edge {
+	return []ent.Edge{edge.From("users", User.Type).Ref("groups").Through("memberships", Membership.Type)}
+}
+
+type Membership struct{ ent.Schema }
+
+func (Membership) Mixin() []ent.Mixin { return []ent.Mixin{entflakemixin.SnowflakeID{}} }
+
+func (Membership) Fields() []ent.Field {
+	return []ent.Field{field.Int("user_id"), field.Int("group_id")}
+}
+
+func (Membership) Edges() []ent.Edge {
+	return []ent.Edge{
+		edge.To("user", User.Type).Unique().Required().Field("user_id"),
+		edge.To("group", Group.Type).Unique().Required().Field("group_id"),
+	}
+}
+
 // NextID would clash with Client.NextID.
 type NextID struct{ ent.Schema }
 
@@ -107,6 +136,7 @@ func TestCheck(t *testing.T) {
 		"incremental":     {[]ent.Interface{Incremental{}}, nil, []string{"schema Incremental", "Incremental: true"}},
 		"global id":       {[]ent.Interface{Good{}}, []gen.Feature{gen.FeatureGlobalID}, []string{"sql/globalid", "schemas Good"}},
 		"name clash":      {[]ent.Interface{NextID{}}, nil, []string{"schema NextID", "clash"}},
+		"edge schema":     {[]ent.Interface{User{}, Group{}, Membership{}}, nil, []string{"schema Membership", "edge schema"}},
 		"several at once": {[]ent.Interface{StringID{}, DefaultID{}}, nil, []string{"schema StringID", "schema DefaultID"}},
 	} {
 		t.Run(name, func(t *testing.T) {

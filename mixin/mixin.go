@@ -21,6 +21,7 @@ package mixin
 
 import (
 	"entgo.io/ent"
+	"entgo.io/ent/dialect"
 	"entgo.io/ent/dialect/entsql"
 	"entgo.io/ent/schema"
 	"entgo.io/ent/schema/field"
@@ -30,7 +31,9 @@ import (
 // SnowflakeID gives an entity an int64 id that the client's entflake
 // generator assigns before the INSERT, unless the caller set one (SetID).
 // The column is a plain BIGINT primary key: not AUTO_INCREMENT, not
-// IDENTITY, and on SQLite not an alias of the rowid. The id is immutable.
+// IDENTITY, and on SQLite declared "bigint", so that it is not an alias of
+// the rowid (only INTEGER PRIMARY KEY is): an INSERT without an id fails
+// there instead of numbering the rows 1, 2, 3. The id is immutable.
 //
 // Its zero value marshals the id to JSON as a number, like any int64.
 type SnowflakeID struct {
@@ -47,10 +50,11 @@ func (m SnowflakeID) Fields() []ent.Field {
 		Immutable().
 		Comment("Snowflake ID, assigned in the process before the INSERT (entflake).").
 		// Without this, ent makes a user-defined integer id AUTO_INCREMENT
-		// (MySQL) or an IDENTITY column (PostgreSQL), and on SQLite the
-		// INTEGER PRIMARY KEY column quietly numbers rows 1, 2, 3 whenever
-		// no id is given.
-		Annotations(entsql.Annotation{Incremental: new(bool)})
+		// (MySQL) or an IDENTITY column (PostgreSQL).
+		Annotations(entsql.Annotation{Incremental: new(bool)}).
+		// On SQLite an INTEGER PRIMARY KEY column is the rowid, which
+		// quietly numbers rows 1, 2, 3 whenever no id is given.
+		SchemaType(map[string]string{dialect.SQLite: "bigint"})
 	if m.JSONString {
 		id = id.StructTag(`json:"id,string,omitempty"`)
 	}

@@ -3,6 +3,7 @@ package mixin_test
 import (
 	"testing"
 
+	"entgo.io/ent/dialect"
 	"entgo.io/ent/dialect/entsql"
 	"entgo.io/ent/schema/field"
 	"github.com/stretchr/testify/assert"
@@ -29,6 +30,7 @@ func TestSnowflakeID(t *testing.T) {
 	require.NotNil(t, incremental, "without the annotation ent makes the id AUTO_INCREMENT")
 	assert.False(t, *incremental)
 	assert.Empty(t, d.Tag)
+	assert.Equal(t, map[string]string{dialect.SQLite: "bigint"}, d.SchemaType, "not SQLite's rowid alias")
 
 	d = entflakemixin.SnowflakeID{JSONString: true}.Fields()[0].Descriptor()
 	assert.Equal(t, `json:"id,string,omitempty"`, d.Tag)

@@ -9,8 +9,13 @@ import (
 	"entgo.io/ent"
 	"entgo.io/ent/dialect"
 	"entgo.io/ent/dialect/sql"
+	"entgo.io/ent/dialect/sql/sqlgraph"
+	"entgo.io/ent/schema/field"
 
 	"github.com/entflake/entflake"
+	"github.com/entflake/entflake/example/ent/account"
+	"github.com/entflake/entflake/example/ent/entry"
+	"github.com/entflake/entflake/example/ent/event"
 )
 
 // IDGenerator gives the client the entflake generator that assigns the
@@ -57,6 +62,7 @@ type entflakeMutation interface {
 	ID() (int64, bool)
 	SetID(int64)
 	entflakeNextID() (int64, error)
+	entflakeStored(context.Context, ent.Value, int64) error
 }
 
 // entflakeIDs is the hook, registered on every client for the entity types
@@ -84,14 +90,7 @@ func entflakeIDs(next ent.Mutator) ent.Mutator {
 		if err != nil {
 			return v, err
 		}
-		// An upsert on MySQL, which has no RETURNING, reads the stored
-		// row's id from LAST_INSERT_ID: the conflict clause sets it to the
-		// id of a row it updated, but an INSERT of a given id leaves it 0.
-		// That row holds the id given here.
-		if n, ok := v.(interface{ entflakeInserted(int64) }); ok {
-			n.entflakeInserted(id)
-		}
-		return v, nil
+		return v, em.entflakeStored(ctx, v, id)
 	})
 }
 
@@ -110,26 +109,81 @@ func entflakeKeepID(column string) sql.ConflictOption {
 	})
 }
 
-// entflakeInserted reports the id the Account was inserted with, where
-// the driver could not read it back (see entflakeIDs).
-func (_m *Account) entflakeInserted(id int64) {
-	if _m.ID == 0 {
-		_m.ID = id
+// entflakeKeepBatchIDs keeps the ids of a batch INSERT on MySQL. There
+// sqlgraph numbers the rows from LAST_INSERT_ID, which is right only for
+// AUTO_INCREMENT ids, and writes the foreign keys of edges with those
+// numbers; these ids were given before the INSERT. sqlgraph reads
+// LAST_INSERT_ID only for a numeric id type.
+func entflakeKeepBatchIDs(d string, spec *sqlgraph.BatchCreateSpec) {
+	if d != dialect.MySQL {
+		return
+	}
+	for _, node := range spec.Nodes {
+		if node.ID != nil && node.ID.Value != nil {
+			node.ID.Type = field.TypeOther
+		}
 	}
 }
 
-// entflakeInserted reports the id the Entry was inserted with, where
-// the driver could not read it back (see entflakeIDs).
-func (_m *Entry) entflakeInserted(id int64) {
-	if _m.ID == 0 {
-		_m.ID = id
+// entflakeStored makes a created Account report the id it is stored
+// with. An upsert on MySQL, which has no RETURNING, reads the id from
+// LAST_INSERT_ID: the conflict clause sets it to the stored row's id when
+// the upsert updates a row, but an INSERT of a given id leaves it 0. A row
+// with the id given exists only if the upsert inserted it; otherwise the
+// id stays 0, as ent leaves it (DoNothing, which MySQL lacks).
+func (m *AccountMutation) entflakeStored(ctx context.Context, v ent.Value, id int64) error {
+	node, ok := v.(*Account)
+	if !ok || node.ID != 0 || m.driver.Dialect() != dialect.MySQL {
+		return nil
 	}
+	inserted, err := m.Client().Account.Query().Where(account.ID(id)).Exist(ctx)
+	if err != nil {
+		return fmt.Errorf("ent: entflake: read back the id of an upserted Account: %w", err)
+	}
+	if inserted {
+		node.ID = id
+	}
+	return nil
 }
 
-// entflakeInserted reports the id the Event was inserted with, where
-// the driver could not read it back (see entflakeIDs).
-func (_m *Event) entflakeInserted(id int64) {
-	if _m.ID == 0 {
-		_m.ID = id
+// entflakeStored makes a created Entry report the id it is stored
+// with. An upsert on MySQL, which has no RETURNING, reads the id from
+// LAST_INSERT_ID: the conflict clause sets it to the stored row's id when
+// the upsert updates a row, but an INSERT of a given id leaves it 0. A row
+// with the id given exists only if the upsert inserted it; otherwise the
+// id stays 0, as ent leaves it (DoNothing, which MySQL lacks).
+func (m *EntryMutation) entflakeStored(ctx context.Context, v ent.Value, id int64) error {
+	node, ok := v.(*Entry)
+	if !ok || node.ID != 0 || m.driver.Dialect() != dialect.MySQL {
+		return nil
 	}
+	inserted, err := m.Client().Entry.Query().Where(entry.ID(id)).Exist(ctx)
+	if err != nil {
+		return fmt.Errorf("ent: entflake: read back the id of an upserted Entry: %w", err)
+	}
+	if inserted {
+		node.ID = id
+	}
+	return nil
+}
+
+// entflakeStored makes a created Event report the id it is stored
+// with. An upsert on MySQL, which has no RETURNING, reads the id from
+// LAST_INSERT_ID: the conflict clause sets it to the stored row's id when
+// the upsert updates a row, but an INSERT of a given id leaves it 0. A row
+// with the id given exists only if the upsert inserted it; otherwise the
+// id stays 0, as ent leaves it (DoNothing, which MySQL lacks).
+func (m *EventMutation) entflakeStored(ctx context.Context, v ent.Value, id int64) error {
+	node, ok := v.(*Event)
+	if !ok || node.ID != 0 || m.driver.Dialect() != dialect.MySQL {
+		return nil
+	}
+	inserted, err := m.Client().Event.Query().Where(event.ID(id)).Exist(ctx)
+	if err != nil {
+		return fmt.Errorf("ent: entflake: read back the id of an upserted Event: %w", err)
+	}
+	if inserted {
+		node.ID = id
+	}
+	return nil
 }

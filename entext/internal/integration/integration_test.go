@@ -163,6 +163,91 @@ func TestCreateBulk(t *testing.T) {
 	})
 }
 
+// TestCreateBulkWithEdges: a CreateBulk whose builders add edges writes the
+// foreign keys with the given ids (on MySQL, sqlgraph would otherwise number
+// a batch from LAST_INSERT_ID, which is 0 without AUTO_INCREMENT).
+func TestCreateBulkWithEdges(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		e := open(t, b)
+		ctx := context.Background()
+		p1 := e.Part.Create().SetName("p1").SaveX(ctx)
+		p2 := e.Part.Create().SetName("p2").SaveX(ctx)
+		ws, err := e.Widget.CreateBulk(
+			e.Widget.Create().SetCode("a").AddParts(p1),
+			e.Widget.Create().SetCode("b").AddParts(p2),
+		).Save(ctx)
+		require.NoError(t, err)
+		for i, p := range []*gen.Part{p1, p2} {
+			e.mine(t, ws[i].ID)
+			assert.Equal(t, ws[i].ID, e.stored(t, ws[i].Code))
+			assert.Equal(t, ws[i].ID, e.Part.GetX(ctx, p.ID).WidgetID, "part %d links to its widget", i)
+		}
+		// And the other way round: parts created in bulk with a widget each.
+		ps, err := e.Part.CreateBulk(
+			e.Part.Create().SetName("p3").SetWidget(ws[0]),
+			e.Part.Create().SetName("p4").SetWidget(ws[1]),
+		).Save(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, ws[0].ID, e.Part.GetX(ctx, ps[0].ID).WidgetID)
+		assert.Equal(t, ws[1].ID, e.Part.GetX(ctx, ps[1].ID).WidgetID)
+	})
+}
+
+// TestUpsertNeverReportsAMissingRow: whatever the resolution, an upsert's
+// ID is that of a stored row, or ent's 0 where it cannot know one (DoNothing
+// on MySQL, which lacks it), never an id no row has; an error is fine.
+func TestUpsertNeverReportsAMissingRow(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		e := open(t, b)
+		ctx := context.Background()
+		stored := e.Widget.Create().SetCode("d").SaveX(ctx).ID
+		got, err := e.Widget.Create().SetCode("d").OnConflictColumns(widget.FieldCode).DoNothing().ID(ctx)
+		if err == nil && got != 0 {
+			assert.Equal(t, stored, got)
+		}
+		assert.Equal(t, stored, e.stored(t, "d"))
+		// A caller-set 0 on a conflicting upsert reports the stored row.
+		got, err = e.Widget.Create().SetID(0).SetCode("d").OnConflictColumns(widget.FieldCode).UpdateNewValues().ID(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, stored, got)
+		// An upsert that inserts a given 0 reports 0, the row's id.
+		got, err = e.Widget.Create().SetID(0).SetCode("zero").OnConflictColumns(widget.FieldCode).UpdateNewValues().ID(ctx)
+		require.NoError(t, err)
+		assert.Zero(t, got)
+		assert.Zero(t, e.stored(t, "zero"))
+	})
+}
+
+// TestUpsertWithEdges: an upsert that also adds edges links them to the
+// stored row on PostgreSQL and SQLite. On MySQL ent cannot read back a
+// given id after an INSERT that has ON DUPLICATE KEY, so an upsert that
+// inserts fails on the foreign key (documented), and writes nothing.
+func TestUpsertWithEdges(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		e := open(t, b)
+		ctx := context.Background()
+		p := e.Part.Create().SetName("p").SaveX(ctx)
+		id, err := e.Widget.Create().SetCode("e").AddParts(p).OnConflictColumns(widget.FieldCode).UpdateNewValues().ID(ctx)
+		if b.Dialect == dialect.MySQL {
+			require.Error(t, err)
+			assert.Zero(t, e.count(t, "widgets"), "nothing written")
+			return
+		}
+		require.NoError(t, err)
+		e.mine(t, id)
+		assert.Equal(t, id, e.Part.GetX(ctx, p.ID).WidgetID)
+	})
+}
+
+// TestSQLiteIDIsNoRowid: on SQLite the id column is not the rowid: an INSERT
+// without an id fails rather than numbering the row.
+func TestSQLiteIDIsNoRowid(t *testing.T) {
+	e := open(t, dbtest.Backends[2])
+	_, err := e.db.Exec("INSERT INTO widgets (code, qty) VALUES ('raw', 0)")
+	assert.ErrorContains(t, err, "NOT NULL")
+	assert.Zero(t, e.count(t, "widgets"))
+}
+
 // TestUpsert: an upsert that inserts gets a fresh id; one that updates keeps
 // the stored row's primary key, whatever the conflict resolution, and
 // UpsertOne.ID reports the id of the row as stored (on MySQL too, where ent

@@ -10,7 +10,7 @@ import (
 var (
 	// AccountsColumns holds the columns for the "accounts" table.
 	AccountsColumns = []*schema.Column{
-		{Name: "id", Type: field.TypeInt64},
+		{Name: "id", Type: field.TypeInt64, SchemaType: map[string]string{"sqlite3": "bigint"}},
 		{Name: "owner", Type: field.TypeString},
 		{Name: "balance", Type: field.TypeInt64, Default: 0},
 	}
@@ -22,10 +22,10 @@ var (
 	}
 	// EntriesColumns holds the columns for the "entries" table.
 	EntriesColumns = []*schema.Column{
-		{Name: "id", Type: field.TypeInt64},
+		{Name: "id", Type: field.TypeInt64, SchemaType: map[string]string{"sqlite3": "bigint"}},
 		{Name: "group_id", Type: field.TypeInt64},
 		{Name: "amount", Type: field.TypeInt64},
-		{Name: "account_id", Type: field.TypeInt64},
+		{Name: "account_id", Type: field.TypeInt64, SchemaType: map[string]string{"sqlite3": "bigint"}},
 	}
 	// EntriesTable holds the schema information for the "entries" table.
 	EntriesTable = &schema.Table{
@@ -50,7 +50,7 @@ var (
 	}
 	// EventsColumns holds the columns for the "events" table.
 	EventsColumns = []*schema.Column{
-		{Name: "id", Type: field.TypeInt64},
+		{Name: "id", Type: field.TypeInt64, SchemaType: map[string]string{"sqlite3": "bigint"}},
 		{Name: "topic", Type: field.TypeString},
 		{Name: "payload", Type: field.TypeJSON},
 	}

@@ -307,6 +307,7 @@ func (_c *DocCreateBulk) Save(ctx context.Context) ([]*Doc, error) {
 					if n := len(spec.OnConflict); n > 0 {
 						spec.OnConflict = append(spec.OnConflict[:n:n], entflakeKeepID(doc.FieldID))
 					}
+					entflakeKeepBatchIDs(_c.driver.Dialect(), spec)
 					// Invoke the actual operation on the latest mutation in the chain.
 					if err = sqlgraph.BatchCreate(ctx, _c.driver, spec); err != nil {
 						if sqlgraph.IsConstraintError(err) {

@@ -9,8 +9,13 @@ import (
 	"entgo.io/ent"
 	"entgo.io/ent/dialect"
 	"entgo.io/ent/dialect/sql"
+	"entgo.io/ent/dialect/sql/sqlgraph"
+	"entgo.io/ent/schema/field"
 
 	"github.com/entflake/entflake"
+	"github.com/entflake/entflake/entext/internal/integration/ent/doc"
+	"github.com/entflake/entflake/entext/internal/integration/ent/part"
+	"github.com/entflake/entflake/entext/internal/integration/ent/widget"
 )
 
 // IDGenerator gives the client the entflake generator that assigns the
@@ -57,6 +62,7 @@ type entflakeMutation interface {
 	ID() (int64, bool)
 	SetID(int64)
 	entflakeNextID() (int64, error)
+	entflakeStored(context.Context, ent.Value, int64) error
 }
 
 // entflakeIDs is the hook, registered on every client for the entity types
@@ -84,14 +90,7 @@ func entflakeIDs(next ent.Mutator) ent.Mutator {
 		if err != nil {
 			return v, err
 		}
-		// An upsert on MySQL, which has no RETURNING, reads the stored
-		// row's id from LAST_INSERT_ID: the conflict clause sets it to the
-		// id of a row it updated, but an INSERT of a given id leaves it 0.
-		// That row holds the id given here.
-		if n, ok := v.(interface{ entflakeInserted(int64) }); ok {
-			n.entflakeInserted(id)
-		}
-		return v, nil
+		return v, em.entflakeStored(ctx, v, id)
 	})
 }
 
@@ -110,26 +109,81 @@ func entflakeKeepID(column string) sql.ConflictOption {
 	})
 }
 
-// entflakeInserted reports the id the Doc was inserted with, where
-// the driver could not read it back (see entflakeIDs).
-func (_m *Doc) entflakeInserted(id int64) {
-	if _m.ID == 0 {
-		_m.ID = id
+// entflakeKeepBatchIDs keeps the ids of a batch INSERT on MySQL. There
+// sqlgraph numbers the rows from LAST_INSERT_ID, which is right only for
+// AUTO_INCREMENT ids, and writes the foreign keys of edges with those
+// numbers; these ids were given before the INSERT. sqlgraph reads
+// LAST_INSERT_ID only for a numeric id type.
+func entflakeKeepBatchIDs(d string, spec *sqlgraph.BatchCreateSpec) {
+	if d != dialect.MySQL {
+		return
+	}
+	for _, node := range spec.Nodes {
+		if node.ID != nil && node.ID.Value != nil {
+			node.ID.Type = field.TypeOther
+		}
 	}
 }
 
-// entflakeInserted reports the id the Part was inserted with, where
-// the driver could not read it back (see entflakeIDs).
-func (_m *Part) entflakeInserted(id int64) {
-	if _m.ID == 0 {
-		_m.ID = id
+// entflakeStored makes a created Doc report the id it is stored
+// with. An upsert on MySQL, which has no RETURNING, reads the id from
+// LAST_INSERT_ID: the conflict clause sets it to the stored row's id when
+// the upsert updates a row, but an INSERT of a given id leaves it 0. A row
+// with the id given exists only if the upsert inserted it; otherwise the
+// id stays 0, as ent leaves it (DoNothing, which MySQL lacks).
+func (m *DocMutation) entflakeStored(ctx context.Context, v ent.Value, id int64) error {
+	node, ok := v.(*Doc)
+	if !ok || node.ID != 0 || m.driver.Dialect() != dialect.MySQL {
+		return nil
 	}
+	inserted, err := m.Client().Doc.Query().Where(doc.ID(id)).Exist(ctx)
+	if err != nil {
+		return fmt.Errorf("ent: entflake: read back the id of an upserted Doc: %w", err)
+	}
+	if inserted {
+		node.ID = id
+	}
+	return nil
 }
 
-// entflakeInserted reports the id the Widget was inserted with, where
-// the driver could not read it back (see entflakeIDs).
-func (_m *Widget) entflakeInserted(id int64) {
-	if _m.ID == 0 {
-		_m.ID = id
+// entflakeStored makes a created Part report the id it is stored
+// with. An upsert on MySQL, which has no RETURNING, reads the id from
+// LAST_INSERT_ID: the conflict clause sets it to the stored row's id when
+// the upsert updates a row, but an INSERT of a given id leaves it 0. A row
+// with the id given exists only if the upsert inserted it; otherwise the
+// id stays 0, as ent leaves it (DoNothing, which MySQL lacks).
+func (m *PartMutation) entflakeStored(ctx context.Context, v ent.Value, id int64) error {
+	node, ok := v.(*Part)
+	if !ok || node.ID != 0 || m.driver.Dialect() != dialect.MySQL {
+		return nil
 	}
+	inserted, err := m.Client().Part.Query().Where(part.ID(id)).Exist(ctx)
+	if err != nil {
+		return fmt.Errorf("ent: entflake: read back the id of an upserted Part: %w", err)
+	}
+	if inserted {
+		node.ID = id
+	}
+	return nil
+}
+
+// entflakeStored makes a created Widget report the id it is stored
+// with. An upsert on MySQL, which has no RETURNING, reads the id from
+// LAST_INSERT_ID: the conflict clause sets it to the stored row's id when
+// the upsert updates a row, but an INSERT of a given id leaves it 0. A row
+// with the id given exists only if the upsert inserted it; otherwise the
+// id stays 0, as ent leaves it (DoNothing, which MySQL lacks).
+func (m *WidgetMutation) entflakeStored(ctx context.Context, v ent.Value, id int64) error {
+	node, ok := v.(*Widget)
+	if !ok || node.ID != 0 || m.driver.Dialect() != dialect.MySQL {
+		return nil
+	}
+	inserted, err := m.Client().Widget.Query().Where(widget.ID(id)).Exist(ctx)
+	if err != nil {
+		return fmt.Errorf("ent: entflake: read back the id of an upserted Widget: %w", err)
+	}
+	if inserted {
+		node.ID = id
+	}
+	return nil
 }

@@ -409,6 +409,7 @@ func (_c *WidgetCreateBulk) Save(ctx context.Context) ([]*Widget, error) {
 					if n := len(spec.OnConflict); n > 0 {
 						spec.OnConflict = append(spec.OnConflict[:n:n], entflakeKeepID(widget.FieldID))
 					}
+					entflakeKeepBatchIDs(_c.driver.Dialect(), spec)
 					// Invoke the actual operation on the latest mutation in the chain.
 					if err = sqlgraph.BatchCreate(ctx, _c.driver, spec); err != nil {
 						if sqlgraph.IsConstraintError(err) {

@@ -10,7 +10,7 @@ import (
 var (
 	// DocsColumns holds the columns for the "docs" table.
 	DocsColumns = []*schema.Column{
-		{Name: "id", Type: field.TypeInt64},
+		{Name: "id", Type: field.TypeInt64, SchemaType: map[string]string{"sqlite3": "bigint"}},
 		{Name: "title", Type: field.TypeString},
 	}
 	// DocsTable holds the schema information for the "docs" table.
@@ -21,9 +21,9 @@ var (
 	}
 	// PartsColumns holds the columns for the "parts" table.
 	PartsColumns = []*schema.Column{
-		{Name: "id", Type: field.TypeInt64},
+		{Name: "id", Type: field.TypeInt64, SchemaType: map[string]string{"sqlite3": "bigint"}},
 		{Name: "name", Type: field.TypeString},
-		{Name: "widget_id", Type: field.TypeInt64, Nullable: true},
+		{Name: "widget_id", Type: field.TypeInt64, Nullable: true, SchemaType: map[string]string{"sqlite3": "bigint"}},
 	}
 	// PartsTable holds the schema information for the "parts" table.
 	PartsTable = &schema.Table{
@@ -52,7 +52,7 @@ var (
 	}
 	// WidgetsColumns holds the columns for the "widgets" table.
 	WidgetsColumns = []*schema.Column{
-		{Name: "id", Type: field.TypeInt64},
+		{Name: "id", Type: field.TypeInt64, SchemaType: map[string]string{"sqlite3": "bigint"}},
 		{Name: "code", Type: field.TypeString, Unique: true},
 		{Name: "qty", Type: field.TypeInt, Default: 0},
 	}
