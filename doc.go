@@ -30,6 +30,17 @@
 //	}
 //	id, err := gen.NextID()
 //
+// # With ent
+//
+// Package mixin holds SnowflakeID, the schema mixin; package entext is the
+// entc extension that generates, into the ent package, the IDGenerator
+// client option, Client.NextID and Tx.NextID, and the hook that fills in ids
+// before the INSERT:
+//
+//	drv, err := entsql.Open(dialect.MySQL, dsn)
+//	gen, err := entflake.Open(ctx, drv, entflake.WithService("payments"))
+//	client := ent.NewClient(ent.Driver(drv), ent.IDGenerator(gen))
+//
 // # Clock
 //
 // By default the generator reads Go's monotonic clock from a wall-clock
