@@ -11,7 +11,9 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	atlas "ariga.io/atlas/sql/schema"
 	"entgo.io/ent"
@@ -388,6 +390,43 @@ func TestNoGenerator(t *testing.T) {
 		// Nor does a caller-set id.
 		bare.Widget.Create().SetID(5).SetCode("given").SaveX(ctx)
 		assert.Equal(t, 1, e.count(t, "widgets"))
+	})
+}
+
+// backClock is the real clock, an hour behind once stepped.
+type backClock struct{ stepped atomic.Bool }
+
+func (c *backClock) Now() time.Time {
+	if c.stepped.Load() {
+		return time.Now().Add(-time.Hour)
+	}
+	return time.Now()
+}
+func (c *backClock) Sleep(d time.Duration) { entflake.WallClock().Sleep(d) }
+
+// TestHookErrorWritesNothing: when the generator refuses (a clock stepped
+// back under the reject policy), Create and CreateBulk fail with its error
+// and leave no row, not even the builders of the batch that came first.
+func TestHookErrorWritesNothing(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		db := b.Fresh(t)
+		ctx := context.Background()
+		drv := entsql.OpenDB(b.Dialect, db.DB)
+		clk := &backClock{}
+		g, err := entflake.Open(ctx, drv, entflake.WithService("itest"), quiet, entflake.WithClock(clk),
+			entflake.WithRollbackPolicy(entflake.RejectRollback()))
+		require.NoError(t, err)
+		client := gen.NewClient(gen.Driver(drv), gen.IDGenerator(g))
+		require.NoError(t, client.Schema.Create(ctx))
+		client.Widget.Create().SetCode("before").SaveX(ctx)
+		clk.stepped.Store(true)
+		_, err = client.Widget.Create().SetCode("one").Save(ctx)
+		assert.ErrorIs(t, err, entflake.ErrClockBackwards)
+		_, err = client.Widget.CreateBulk(client.Widget.Create().SetID(99).SetCode("given"),
+			client.Widget.Create().SetCode("refused")).Save(ctx)
+		assert.ErrorIs(t, err, entflake.ErrClockBackwards)
+		codes := client.Widget.Query().Select(widget.FieldCode).StringsX(ctx)
+		assert.Equal(t, []string{"before"}, codes, "no partial rows")
 	})
 }
 

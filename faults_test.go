@@ -1,0 +1,160 @@
+package entflake
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"entgo.io/ent/dialect"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/entflake/entflake/internal/dbtest"
+)
+
+// faultTimeout is the lease timeout of the fault tests; each must end, in a
+// lease or a logged fallback, within it plus two seconds.
+const faultTimeout = 2 * time.Second
+
+// TestFaults opens a generator through the ladder under each database fault
+// and records the outcome: a lease, or a fallback that logged why, always
+// within the lease timeout (a generous upper bound, not a speed claim).
+func TestFaults(t *testing.T) {
+	t.Setenv(EnvWorkerID, "")
+	type fault struct {
+		name string
+		// setup breaks the database and returns the pool to open through
+		// and what to run while Open is under way (or nil).
+		setup func(t *testing.T, b dbtest.Backend, db *dbtest.DB) (*sql.DB, func())
+		want  Source
+		why   string // in the fallback's reason, or in a warning of the lease
+	}
+	faults := []fault{
+		{"server unreachable", func(t *testing.T, b dbtest.Backend, _ *dbtest.DB) (*sql.DB, func()) {
+			dsn := "root@tcp(" + dbtest.ClosedPort(t) + ")/test"
+			if b.Dialect == dialect.Postgres {
+				dsn = "postgres://root@" + dbtest.ClosedPort(t) + "/test?sslmode=disable"
+			}
+			down, err := sql.Open(map[string]string{dialect.MySQL: "mysql", dialect.Postgres: "pgx"}[b.Dialect], dsn)
+			require.NoError(t, err)
+			t.Cleanup(func() { down.Close() })
+			return down, nil
+		}, SourceFallback, "refused"},
+		{"pool row locked by another transaction", func(t *testing.T, b dbtest.Backend, db *dbtest.DB) (*sql.DB, func()) {
+			release := db.LockPoolRow(t, b.Dialect)
+			t.Cleanup(release)
+			return db.DB, nil
+		}, SourceFallback, ""},
+		{"connection pool exhausted by other work", func(t *testing.T, _ dbtest.Backend, db *dbtest.DB) (*sql.DB, func()) {
+			db.SetMaxOpenConns(2)
+			for range 2 {
+				c, err := db.Conn(context.Background())
+				require.NoError(t, err)
+				t.Cleanup(func() { c.Close() })
+			}
+			return db.DB, nil
+		}, SourceFallback, "deadline exceeded"},
+		{"no CREATE privilege, table exists", func(t *testing.T, b dbtest.Backend, db *dbtest.DB) (*sql.DB, func()) {
+			return restrictedUser(t, b, db), nil
+		}, SourceLease, ""},
+		{"table dropped after migration", func(t *testing.T, _ dbtest.Backend, db *dbtest.DB) (*sql.DB, func()) {
+			_, err := db.Exec("DROP TABLE sys_sequence")
+			require.NoError(t, err)
+			return db.DB, nil
+		}, SourceLease, "created the missing sys_sequence table"},
+		{"leasing connection killed mid-statement", func(t *testing.T, b dbtest.Backend, db *dbtest.DB) (*sql.DB, func()) {
+			release := db.LockPoolRow(t, b.Dialect)
+			t.Cleanup(release)
+			return db.DB, func() { killLeaser(t, b, db) }
+		}, SourceFallback, ""},
+	}
+	for _, b := range dbtest.Backends[:2] {
+		for _, f := range faults {
+			t.Run(b.Name+"/"+f.name, func(t *testing.T) {
+				db := b.Fresh(t)
+				_, err := OpenDB(context.Background(), db.DB, b.Dialect, WithService("faults"), WithLogger(slog.New(&logSink{})))
+				require.NoError(t, err) // the table exists, as after a migration
+				pool, during := f.setup(t, b, db)
+				if during != nil {
+					go during()
+				}
+				sink, logOpt := newSink()
+				start := time.Now()
+				g, err := OpenDB(context.Background(), pool, b.Dialect, WithService("faults"), logOpt, WithLeaseTimeout(faultTimeout))
+				elapsed := time.Since(start)
+				require.NoError(t, err)
+				assert.Less(t, elapsed, faultTimeout+2*time.Second)
+				assert.Equal(t, f.want, g.Source())
+				if f.want == SourceFallback {
+					warns := sink.find(slog.LevelWarn, "fallback hash")
+					require.Len(t, warns, 1)
+					assert.Contains(t, warns[0].attrs["reason"], f.why)
+					t.Logf("fell back after %v: %s", elapsed.Round(time.Millisecond), warns[0].attrs["reason"])
+				} else {
+					require.Len(t, sink.find(slog.LevelInfo, "leased worker id"), 1)
+					if f.why != "" {
+						assert.Len(t, sink.find(slog.LevelWarn, f.why), 1)
+					}
+					t.Logf("leased worker %d after %v", g.WorkerID(), elapsed.Round(time.Millisecond))
+				}
+			})
+		}
+	}
+}
+
+// restrictedUser returns a pool on db as a user who may read and write
+// sys_sequence but create nothing.
+func restrictedUser(t *testing.T, b dbtest.Backend, db *dbtest.DB) *sql.DB {
+	t.Helper()
+	user := dbtest.UniqueName()
+	var dsn, driverName string
+	if b.Dialect == dialect.MySQL {
+		admin := dbtest.MySQLAdmin(t)
+		_, err := admin.Exec("CREATE USER '" + user + "'@'127.0.0.1'")
+		require.NoError(t, err)
+		t.Cleanup(func() { _, _ = admin.Exec("DROP USER '" + user + "'@'127.0.0.1'") })
+		_, err = admin.Exec("GRANT SELECT, INSERT, UPDATE ON `" + db.Name + "`.`sys_sequence` TO '" + user + "'@'127.0.0.1'")
+		require.NoError(t, err)
+		dsn, driverName = dbtest.MySQLDSN(t, user, db.Name), "mysql"
+	} else {
+		admin := dbtest.PostgresAdmin(t)
+		_, err := admin.Exec("CREATE ROLE " + user + " LOGIN")
+		require.NoError(t, err)
+		t.Cleanup(func() {
+			_, _ = db.Exec("DROP OWNED BY " + user)
+			_, _ = admin.Exec("DROP ROLE " + user)
+		})
+		_, err = db.Exec("GRANT SELECT, INSERT, UPDATE ON sys_sequence TO " + user)
+		require.NoError(t, err)
+		dsn, driverName = dbtest.PostgresDSN(t, user, db.Name), "pgx"
+	}
+	pool, err := sql.Open(driverName, dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() { pool.Close() })
+	return pool
+}
+
+// killLeaser kills the server session of the lease while it waits on the
+// pool row's lock.
+func killLeaser(t *testing.T, b dbtest.Backend, db *dbtest.DB) {
+	find, kill := "SELECT ID FROM information_schema.PROCESSLIST WHERE DB = ? AND INFO LIKE 'UPDATE sys_sequence%'", "KILL %d"
+	admin := dbtest.MySQLAdmin(t)
+	if b.Dialect == dialect.Postgres {
+		find = "SELECT pid FROM pg_stat_activity WHERE datname = $1 AND query LIKE 'UPDATE sys_sequence%' AND wait_event_type = 'Lock'"
+		kill = "SELECT pg_terminate_backend(%d)"
+		admin = dbtest.PostgresAdmin(t)
+	}
+	for deadline := time.Now().Add(faultTimeout); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		var id int64
+		if admin.QueryRow(find, db.Name).Scan(&id) == nil {
+			if _, err := admin.Exec(fmt.Sprintf(kill, id)); err != nil {
+				t.Errorf("kill the lease's session: %v", err)
+			}
+			return
+		}
+	}
+	t.Errorf("the lease's session never showed up waiting")
+}
