@@ -79,6 +79,13 @@ func New(workerID int64, opts ...Option) (*Generator, error) {
 // clock reads before the epoch, or the time field overflows.
 func (g *Generator) NextID() (int64, error) { return g.g.NextID() }
 
+// NextIDs fills ids with new IDs, as many NextID calls would, in increasing
+// order, for a batch that needs many IDs at once (the rows of a bulk
+// insert). It claims a run of a millisecond's sequence numbers with one
+// clock read and one atomic operation. On error, the IDs before the failing
+// one are filled in.
+func (g *Generator) NextIDs(ids []int64) error { return g.g.NextIDs(ids) }
+
 // WorkerID returns the generator's worker id.
 func (g *Generator) WorkerID() int64 { return g.g.WorkerID() }
 

@@ -187,3 +187,33 @@ func BenchmarkNextID(b *testing.B) {
 		}
 	}
 }
+
+// TestBurstAndBatch: WithBurst lets a batch run ahead of the clock, within
+// the lead; without it, the ceiling holds and the time field never leads.
+func TestBurstAndBatch(t *testing.T) {
+	at := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
+	clk := &manualClock{now: at}
+	g, err := New(2, WithClock(clk), WithBurst(3*time.Millisecond))
+	require.NoError(t, err)
+	ids := make([]int64, 4*4096)
+	require.NoError(t, g.NextIDs(ids))
+	for i := 1; i < len(ids); i++ {
+		require.Greater(t, ids[i], ids[i-1])
+	}
+	last, err := g.Decode(ids[len(ids)-1])
+	require.NoError(t, err)
+	assert.Equal(t, at.Add(3*time.Millisecond), last.Time, "three milliseconds ahead of a clock that did not move")
+	assert.Equal(t, at, clk.Now(), "and no wait")
+
+	strict, err := New(2, WithClock(&manualClock{now: at}))
+	require.NoError(t, err)
+	require.NoError(t, strict.NextIDs(ids))
+	last, err = strict.Decode(ids[len(ids)-1])
+	require.NoError(t, err)
+	assert.Equal(t, at.Add(3*time.Millisecond), last.Time, "the strict generator waited for each millisecond")
+
+	for _, bad := range []time.Duration{0, -time.Second, time.Microsecond, 2 * time.Hour} {
+		_, err := New(2, WithBurst(bad))
+		assert.Error(t, err, "%v", bad)
+	}
+}

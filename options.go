@@ -47,6 +47,7 @@ type config struct {
 	leaseDBSet   bool
 	maxSkew      time.Duration
 	refuseSkew   bool
+	maxLead      time.Duration
 	errs         []error  // from options that could not even record their value
 	leaseOnly    []string // lease options given, which New rejects
 }
@@ -124,6 +125,30 @@ func WithClock(clk Clock) Option {
 // (ClampRollback(DefaultFuse) unless given).
 func WithRollbackPolicy(p RollbackPolicy) Option { return func(c *config) { c.policy = p } }
 
+// WithBurst lets bursts run ahead of the clock by up to lead (Seata's
+// improved snowflake): when a millisecond's sequence numbers are used up,
+// the generator moves on to the next millisecond at once instead of waiting
+// for the clock, as long as it stays at most lead ahead. A lead of L lets
+// about L x 4096 IDs (default layout) come at once, beyond the ceiling of
+// 4096 per millisecond; after that the generator waits for the clock again.
+// The IDs stay unique and increasing, since this worker alone issues in its
+// milliseconds; only their time field runs ahead, by at most lead. A clock
+// that steps back within the lead is no rollback; the rollback policy
+// judges the part of a step beyond it.
+//
+// Off by default (strict: the time field never leads the clock). lead must
+// be 1ms to 1h; with a fixed worker id across restarts, a restart sooner
+// than lead after a burst could repeat IDs of the run before.
+func WithBurst(lead time.Duration) Option {
+	return func(c *config) {
+		if lead <= 0 {
+			c.errs = append(c.errs, fmt.Errorf("%w: WithBurst(%v): the lead must be positive", ErrInvalidOption, lead))
+			return
+		}
+		c.maxLead = lead
+	}
+}
+
 // WithLayout sets the split of the low 22 bits (DefaultLayout unless given).
 func WithLayout(l Layout) Option { return func(c *config) { c.layout = l } }
 
@@ -194,5 +219,6 @@ func (c *config) generator(workerID int64) (*snowflake.Generator, error) {
 		WorkerID:   workerID,
 		Clock:      c.clock,
 		Policy:     c.policy.internal(),
+		MaxLead:    c.maxLead,
 	})
 }

@@ -194,7 +194,16 @@ type Config struct {
 	WorkerID   int64
 	Clock      Clock // nil means a new MonotonicClock
 	Policy     Policy
+	// MaxLead lets a burst run ahead of the clock: when a millisecond's
+	// sequence is used up, the generator moves on to the next millisecond
+	// instead of waiting for it, as long as that keeps it at most MaxLead
+	// ahead of the clock (Seata's improved snowflake). Zero, the default,
+	// never runs ahead. Whole milliseconds, at most MaxMaxLead.
+	MaxLead time.Duration
 }
+
+// MaxMaxLead is the largest lead a burst may take.
+const MaxMaxLead = time.Hour
 
 type clockKind uint8
 
@@ -219,6 +228,7 @@ type Generator struct {
 	csMask     uint64
 	epochNano  int64
 	limitMilli int64
+	leadMilli  int64
 
 	kind     clockKind
 	mono     *MonotonicClock
@@ -245,6 +255,9 @@ func New(cfg Config) (*Generator, error) {
 	if err := validatePolicy(cfg.Policy, l); err != nil {
 		return nil, err
 	}
+	if cfg.MaxLead < 0 || cfg.MaxLead > MaxMaxLead || (cfg.MaxLead > 0 && cfg.MaxLead < time.Millisecond) {
+		return nil, fmt.Errorf("%w: burst lead %v is not 0 or 1ms..%v", ErrInvalidPolicy, cfg.MaxLead, MaxMaxLead)
+	}
 	g := &Generator{
 		workerPart: uint64(cfg.WorkerID) << l.SequenceBits,
 		seqMask:    1<<l.SequenceBits - 1,
@@ -252,6 +265,7 @@ func New(cfg Config) (*Generator, error) {
 		csMask:     1<<l.ClockSeqBits - 1,
 		epochNano:  cfg.EpochMilli * int64(time.Millisecond),
 		limitMilli: cfg.Policy.Limit.Milliseconds(),
+		leadMilli:  cfg.MaxLead.Milliseconds(),
 		clock:      cfg.Clock,
 		policy:     cfg.Policy,
 		layout:     l,
@@ -419,18 +433,31 @@ func (g *Generator) NextID() (int64, error) {
 			return 0, err
 		}
 		last := int64(old >> TimeShift)
+		ahead := last - now // how far the last ID runs ahead of the clock
+		keep := old & (g.csMask << g.csShift)
 		var next uint64
 		switch {
-		case now > last:
-			next = uint64(now)<<TimeShift | old&(g.csMask<<g.csShift)
-		case now == last:
-			if old&g.seqMask == g.seqMask {
-				if err := g.waitPast(last); err != nil {
+		case ahead < 0:
+			next = uint64(now)<<TimeShift | keep
+		case ahead <= g.leadMilli:
+			// In the clock's millisecond, or ahead of it within the lead.
+			switch {
+			case old&g.seqMask != g.seqMask:
+				next = old + 1
+			case ahead < g.leadMilli:
+				// A burst: the millisecond is used up, and the next one is
+				// still within the lead of the clock. Only this worker
+				// issues in it, so borrowing it keeps IDs unique.
+				if last+1 > MaxTime {
+					return 0, ErrTimeOverflow
+				}
+				next = uint64(last+1)<<TimeShift | keep
+			default:
+				if err := g.waitPast(last - g.leadMilli); err != nil {
 					return 0, err
 				}
 				continue
 			}
-			next = old + 1
 		default:
 			var retry bool
 			next, retry, err = g.rollback(old, now, last)
@@ -447,10 +474,60 @@ func (g *Generator) NextID() (int64, error) {
 	}
 }
 
+// NextIDs fills ids with new IDs, as many calls of NextID would, in
+// increasing order. It claims a run of a millisecond's sequence numbers with
+// one clock read and one compare-and-swap, so a long slice costs little more
+// than writing it. A clock behind the last ID (beyond a burst's lead) is
+// left to NextID and its policy, one ID at a time. On error, the IDs before
+// the failing one are filled in.
+func (g *Generator) NextIDs(ids []int64) error {
+	for len(ids) > 0 {
+		old := g.state.Load()
+		now, err := g.millis()
+		if err != nil {
+			return err
+		}
+		last := int64(old >> TimeShift)
+		ahead := last - now
+		keep := old & (g.csMask << g.csShift)
+		var first, room uint64 // the run's first state, and how many fit in its millisecond
+		switch {
+		case ahead < 0:
+			first, room = uint64(now)<<TimeShift|keep, g.seqMask+1
+		case ahead <= g.leadMilli && old&g.seqMask != g.seqMask:
+			first, room = old+1, g.seqMask-old&g.seqMask
+		case ahead < g.leadMilli:
+			if last+1 > MaxTime {
+				return ErrTimeOverflow
+			}
+			first, room = uint64(last+1)<<TimeShift|keep, g.seqMask+1
+		default:
+			id, err := g.NextID()
+			if err != nil {
+				return err
+			}
+			ids[0], ids = id, ids[1:]
+			continue
+		}
+		n := min(uint64(len(ids)), room)
+		if !g.state.CompareAndSwap(old, first+n-1) {
+			continue
+		}
+		for i := range n {
+			ids[i] = int64((first + i) | g.workerPart)
+		}
+		ids = ids[n:]
+	}
+	return nil
+}
+
 // rollback applies the policy when the clock (now) reads before the last
-// issued millisecond. It returns the next state, or retry after a wait.
+// issued millisecond, by more than a burst's lead. It returns the next
+// state, or retry after a wait. The policy judges the part of the rollback
+// beyond the lead.
 func (g *Generator) rollback(old uint64, now, last int64) (next uint64, retry bool, err error) {
-	back := last - now
+	ref := last - g.leadMilli // the clock must get past this to issue freely
+	back := ref - now
 	if g.policy.Kind == ClockSequence {
 		cs := old >> g.csShift & g.csMask
 		if cs == g.csMask {
@@ -463,13 +540,13 @@ func (g *Generator) rollback(old uint64, now, last int64) (next uint64, retry bo
 		return 0, false, err
 	}
 	if g.policy.Kind == Wait {
-		return 0, true, g.waitCatchUp(last, back)
+		return 0, true, g.waitCatchUp(ref, back)
 	}
 	// Clamp: stay in the last millisecond while its sequence lasts.
 	if old&g.seqMask == g.seqMask {
 		// The frozen millisecond is used up: wait for the clock to pass
 		// it. The fuse bounds this wait.
-		return 0, true, g.waitPast(last)
+		return 0, true, g.waitPast(ref)
 	}
 	return old + 1, false, nil
 }

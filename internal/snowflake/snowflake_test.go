@@ -678,3 +678,224 @@ func TestCoarseClock(t *testing.T) {
 		})
 	}
 }
+
+// TestBurstLeadBounded: on a clock that stands still, a burst runs ahead
+// millisecond by millisecond without waiting until it leads by MaxLead,
+// then waits for the clock; IDs stay strictly increasing.
+func TestBurstLeadBounded(t *testing.T) {
+	start := testEpoch.Add(time.Hour)
+	clk := newFakeClock(start)
+	g := newGen(t, Config{WorkerID: 4, Clock: clk, MaxLead: 5 * time.Millisecond})
+	first := mustNext(t, g)
+	base := Decode(first, defaultLayout).Millis
+	prev := first
+	for i := 1; i < 6*4096; i++ { // milliseconds base..base+5: a lead of 5 ms
+		id := mustNext(t, g)
+		require.Greater(t, id, prev)
+		prev = id
+		p := Decode(id, defaultLayout)
+		require.Equal(t, base+int64(i/4096), p.Millis, "id %d", i)
+		require.LessOrEqual(t, p.Millis-base, int64(5), "the lead never passes 5 ms")
+	}
+	require.Zero(t, clk.Slept(), "no wait while within the lead")
+	id := mustNext(t, g) // the lead is used up: wait until the clock is back within it
+	assert.Greater(t, id, prev)
+	assert.Equal(t, base+6, Decode(id, defaultLayout).Millis)
+	assert.Equal(t, time.Millisecond, clk.Slept(), "the clock had to move one millisecond")
+}
+
+// TestBurstMillion: a burst of 1M IDs on the real clock never leads it by
+// more than the lead, and every ID is greater than the one before.
+func TestBurstMillion(t *testing.T) {
+	const lead = 300 * time.Millisecond // room for 1M IDs: 245 ms of 4096
+	g := newGen(t, Config{WorkerID: 4, MaxLead: lead})
+	prev := int64(0)
+	maxAhead := int64(0)
+	start := time.Now()
+	for range 1_000_000 {
+		id, err := g.NextID()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if id <= prev {
+			t.Fatalf("%d after %d", id, prev)
+		}
+		prev = id
+		if id&4095 == 0 { // sample once per millisecond of IDs: the check costs a clock read
+			now, _ := g.millis()
+			maxAhead = max(maxAhead, Decode(id, defaultLayout).Millis-now)
+		}
+	}
+	elapsed := time.Since(start)
+	assert.LessOrEqual(t, maxAhead, lead.Milliseconds())
+	t.Logf("1M IDs in %v (%.1fx the strict ceiling of 4096/ms), led the clock by at most %dms",
+		elapsed, (1e6/4096*float64(time.Millisecond))/float64(elapsed), maxAhead)
+}
+
+// TestBurstAndRollback: with a lead, a step back within the lead is no
+// rollback; one beyond it meets the policy, judged on the part beyond the
+// lead.
+func TestBurstAndRollback(t *testing.T) {
+	clk := newFakeClock(testEpoch.Add(time.Hour))
+	g := newGen(t, Config{WorkerID: 4, Clock: clk, MaxLead: 10 * time.Millisecond,
+		Policy: Policy{Kind: Clamp, Limit: 100 * time.Millisecond}})
+	prev := mustNext(t, g)
+	clk.Add(-8 * time.Millisecond) // within the lead
+	id := mustNext(t, g)
+	assert.Equal(t, prev+1, id)
+	clk.Add(-50 * time.Millisecond) // 58 ms behind: 48 beyond the lead, within the fuse
+	id2 := mustNext(t, g)
+	assert.Equal(t, id+1, id2)
+	clk.Add(-time.Second) // far beyond
+	_, err := g.NextID()
+	assert.ErrorIs(t, err, ErrClockBackwards)
+	assert.Zero(t, clk.Slept())
+}
+
+func TestBurstLeadValidation(t *testing.T) {
+	for _, lead := range []time.Duration{-time.Millisecond, time.Microsecond, 2 * time.Hour} {
+		_, err := New(Config{Layout: defaultLayout, EpochMilli: testEpoch.UnixMilli(), MaxLead: lead,
+			Policy: Policy{Kind: Clamp, Limit: time.Second}})
+		assert.ErrorIs(t, err, ErrInvalidPolicy, "%v", lead)
+	}
+}
+
+// TestBurstConcurrent: goroutines sharing a bursting generator get unique,
+// per-goroutine increasing IDs. Run with -race.
+func TestBurstConcurrent(t *testing.T) {
+	g := newGen(t, Config{WorkerID: 4, MaxLead: 20 * time.Millisecond})
+	const goroutines, per = 8, 50_000
+	out := make([][]int64, goroutines)
+	var wg sync.WaitGroup
+	for i := range out {
+		wg.Go(func() {
+			for range per {
+				id, err := g.NextID()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if n := len(out[i]); n > 0 && id <= out[i][n-1] {
+					t.Errorf("order: %d after %d", id, out[i][n-1])
+					return
+				}
+				out[i] = append(out[i], id)
+			}
+		})
+	}
+	wg.Wait()
+	seen := map[int64]bool{}
+	for _, ids := range out {
+		for _, id := range ids {
+			require.False(t, seen[id])
+			seen[id] = true
+		}
+	}
+	assert.Len(t, seen, goroutines*per)
+}
+
+// BenchmarkNextIDBurst: the real clock with a lead of a second: the
+// generator never waits, so this is its cost per ID.
+func BenchmarkNextIDBurst(b *testing.B) {
+	g := newGen(b, Config{WorkerID: 1, MaxLead: time.Second})
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := g.NextID(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// TestNextIDs: runs of IDs from NextIDs interleave with NextID calls and
+// other goroutines without a repeat, each run increasing, and a burst of 1M
+// in one call stays within its lead.
+func TestNextIDs(t *testing.T) {
+	t.Run("frozen clock waits like NextID", func(t *testing.T) {
+		clk := newFakeClock(testEpoch.Add(time.Hour))
+		g := newGen(t, Config{WorkerID: 6, Clock: clk})
+		ids := make([]int64, 10_000)
+		require.NoError(t, g.NextIDs(ids))
+		for i := 1; i < len(ids); i++ {
+			require.Greater(t, ids[i], ids[i-1])
+		}
+		assert.Equal(t, 2*time.Millisecond, clk.Slept(), "10,000 IDs span three milliseconds")
+		assert.Equal(t, int64(6), Decode(ids[9999], defaultLayout).WorkerID)
+	})
+	t.Run("concurrent with NextID", func(t *testing.T) {
+		g := newGen(t, Config{WorkerID: 6})
+		var mu sync.Mutex
+		seen := map[int64]bool{}
+		var wg sync.WaitGroup
+		for i := range 8 {
+			wg.Go(func() {
+				var got []int64
+				for range 200 {
+					if i%2 == 0 {
+						run := make([]int64, 1+i*37)
+						if err := g.NextIDs(run); err != nil {
+							t.Error(err)
+							return
+						}
+						for j := 1; j < len(run); j++ {
+							if run[j] <= run[j-1] {
+								t.Errorf("run not increasing")
+								return
+							}
+						}
+						got = append(got, run...)
+					} else {
+						id, err := g.NextID()
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						got = append(got, id)
+					}
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				for _, id := range got {
+					if seen[id] {
+						t.Errorf("duplicate %d", id)
+					}
+					seen[id] = true
+				}
+			})
+		}
+		wg.Wait()
+	})
+	t.Run("burst of 1M", func(t *testing.T) {
+		const lead = 300 * time.Millisecond
+		g := newGen(t, Config{WorkerID: 6, MaxLead: lead})
+		ids := make([]int64, 1_000_000)
+		start := time.Now()
+		require.NoError(t, g.NextIDs(ids))
+		elapsed := time.Since(start)
+		now, _ := g.millis()
+		for i := 1; i < len(ids); i++ {
+			require.Greater(t, ids[i], ids[i-1])
+		}
+		assert.LessOrEqual(t, Decode(ids[len(ids)-1], defaultLayout).Millis-now, lead.Milliseconds())
+		t.Logf("1M IDs in %v (%.0fx the strict ceiling of 4096/ms)", elapsed, (1e6/4096*float64(time.Millisecond))/float64(elapsed))
+	})
+	t.Run("rollback goes through the policy", func(t *testing.T) {
+		clk := newFakeClock(testEpoch.Add(time.Hour))
+		g := newGen(t, Config{WorkerID: 6, Clock: clk, Policy: Policy{Kind: Reject}})
+		mustNext(t, g)
+		clk.Add(-time.Second)
+		ids := make([]int64, 3)
+		assert.ErrorIs(t, g.NextIDs(ids), ErrClockBackwards)
+	})
+}
+
+func BenchmarkNextIDsBurst(b *testing.B) {
+	g := newGen(b, Config{WorkerID: 1, MaxLead: MaxMaxLead})
+	ids := make([]int64, 4096)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := g.NextIDs(ids); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(ids)), "ns/id")
+}
