@@ -417,6 +417,37 @@ func (g *Generator) refuse(behind int64) error {
 	return nil
 }
 
+// Outcomes of next.
+const (
+	issue    = iota // first is the next state; room states from it share its millisecond
+	wait            // the millisecond, or a burst's lead, is used up: wait for the clock
+	behind          // the clock reads before the last ID, beyond a burst's lead
+	overflow        // a burst would take the time field past MaxTime
+)
+
+// next decides where the IDs after state old go, with the clock at now.
+// NextID and NextIDs share it.
+func (g *Generator) next(old uint64, now int64) (first, room uint64, outcome int) {
+	last := int64(old >> TimeShift)
+	switch ahead := last - now; { // how far the last ID runs ahead of the clock
+	case ahead < 0:
+		return uint64(now)<<TimeShift | old&(g.csMask<<g.csShift), g.seqMask + 1, issue
+	case ahead > g.leadMilli:
+		return 0, 0, behind
+	case old&g.seqMask != g.seqMask:
+		// In the clock's millisecond, or ahead of it within the lead.
+		return old + 1, g.seqMask - old&g.seqMask, issue
+	case ahead == g.leadMilli:
+		return 0, 0, wait
+	case last == MaxTime:
+		return 0, 0, overflow
+	}
+	// A burst: the millisecond is used up, and the next one is still within
+	// the lead of the clock. Only this worker issues in it, so borrowing it
+	// keeps IDs unique.
+	return uint64(last+1)<<TimeShift | old&(g.csMask<<g.csShift), g.seqMask + 1, issue
+}
+
 // NextID returns a new ID, greater than every ID this generator returned
 // before (except across a clock-sequence bump). It errors only when the
 // rollback policy refuses, the clock reads before the epoch, or the time
@@ -432,35 +463,18 @@ func (g *Generator) NextID() (int64, error) {
 		if err != nil {
 			return 0, err
 		}
-		last := int64(old >> TimeShift)
-		ahead := last - now // how far the last ID runs ahead of the clock
-		keep := old & (g.csMask << g.csShift)
-		var next uint64
-		switch {
-		case ahead < 0:
-			next = uint64(now)<<TimeShift | keep
-		case ahead <= g.leadMilli:
-			// In the clock's millisecond, or ahead of it within the lead.
-			switch {
-			case old&g.seqMask != g.seqMask:
-				next = old + 1
-			case ahead < g.leadMilli:
-				// A burst: the millisecond is used up, and the next one is
-				// still within the lead of the clock. Only this worker
-				// issues in it, so borrowing it keeps IDs unique.
-				if last+1 > MaxTime {
-					return 0, ErrTimeOverflow
-				}
-				next = uint64(last+1)<<TimeShift | keep
-			default:
-				if err := g.waitPast(last - g.leadMilli); err != nil {
-					return 0, err
-				}
-				continue
+		next, _, outcome := g.next(old, now)
+		switch outcome {
+		case overflow:
+			return 0, ErrTimeOverflow
+		case wait:
+			if err := g.waitPast(int64(old>>TimeShift) - g.leadMilli); err != nil {
+				return 0, err
 			}
-		default:
+			continue
+		case behind:
 			var retry bool
-			next, retry, err = g.rollback(old, now, last)
+			next, retry, err = g.rollback(old, now, int64(old>>TimeShift))
 			if err != nil {
 				return 0, err
 			}
@@ -477,7 +491,7 @@ func (g *Generator) NextID() (int64, error) {
 // NextIDs fills ids with new IDs, as many calls of NextID would, in
 // increasing order. It claims a run of a millisecond's sequence numbers with
 // one clock read and one compare-and-swap, so a long slice costs little more
-// than writing it. A clock behind the last ID (beyond a burst's lead) is
+// than writing it. A wait for the clock, or a clock behind the last ID, is
 // left to NextID and its policy, one ID at a time. On error, the IDs before
 // the failing one are filled in.
 func (g *Generator) NextIDs(ids []int64) error {
@@ -487,21 +501,11 @@ func (g *Generator) NextIDs(ids []int64) error {
 		if err != nil {
 			return err
 		}
-		last := int64(old >> TimeShift)
-		ahead := last - now
-		keep := old & (g.csMask << g.csShift)
-		var first, room uint64 // the run's first state, and how many fit in its millisecond
-		switch {
-		case ahead < 0:
-			first, room = uint64(now)<<TimeShift|keep, g.seqMask+1
-		case ahead <= g.leadMilli && old&g.seqMask != g.seqMask:
-			first, room = old+1, g.seqMask-old&g.seqMask
-		case ahead < g.leadMilli:
-			if last+1 > MaxTime {
-				return ErrTimeOverflow
-			}
-			first, room = uint64(last+1)<<TimeShift|keep, g.seqMask+1
-		default:
+		first, room, outcome := g.next(old, now)
+		if outcome == overflow {
+			return ErrTimeOverflow
+		}
+		if outcome != issue {
 			id, err := g.NextID()
 			if err != nil {
 				return err
