@@ -109,31 +109,13 @@ func TestFaults(t *testing.T) {
 // sys_sequence but create nothing.
 func restrictedUser(t *testing.T, b dbtest.Backend, db *dbtest.DB) *sql.DB {
 	t.Helper()
-	user := dbtest.UniqueName()
-	var dsn, driverName string
+	user, pool := db.User(t)
+	table := "sys_sequence"
 	if b.Dialect == dialect.MySQL {
-		admin := dbtest.MySQLAdmin(t)
-		_, err := admin.Exec("CREATE USER '" + user + "'@'127.0.0.1'")
-		require.NoError(t, err)
-		t.Cleanup(func() { _, _ = admin.Exec("DROP USER '" + user + "'@'127.0.0.1'") })
-		_, err = admin.Exec("GRANT SELECT, INSERT, UPDATE ON `" + db.Name + "`.`sys_sequence` TO '" + user + "'@'127.0.0.1'")
-		require.NoError(t, err)
-		dsn, driverName = dbtest.MySQLDSN(t, user, db.Name), "mysql"
-	} else {
-		admin := dbtest.PostgresAdmin(t)
-		_, err := admin.Exec("CREATE ROLE " + user + " LOGIN")
-		require.NoError(t, err)
-		t.Cleanup(func() {
-			_, _ = db.Exec("DROP OWNED BY " + user)
-			_, _ = admin.Exec("DROP ROLE " + user)
-		})
-		_, err = db.Exec("GRANT SELECT, INSERT, UPDATE ON sys_sequence TO " + user)
-		require.NoError(t, err)
-		dsn, driverName = dbtest.PostgresDSN(t, user, db.Name), "pgx"
+		table = "`" + db.Name + "`.`sys_sequence`"
 	}
-	pool, err := sql.Open(driverName, dsn)
+	_, err := db.Exec("GRANT SELECT, INSERT, UPDATE ON " + table + " TO " + user)
 	require.NoError(t, err)
-	t.Cleanup(func() { pool.Close() })
 	return pool
 }
 

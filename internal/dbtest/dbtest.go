@@ -295,3 +295,42 @@ func Rebind(dialectName, query string) string {
 	}
 	return b.String()
 }
+
+// User creates a user on d's server that may do nothing until granted (on
+// MariaDB/MySQL 'name'@'127.0.0.1', on PostgreSQL a LOGIN role), and
+// returns the grantee to name in GRANT statements run on d, and a pool on d
+// logged in as that user. Both go when the test ends.
+func (d *DB) User(t testing.TB) (grantee string, pool *sql.DB) {
+	t.Helper()
+	name := UniqueName()
+	var dsn string
+	switch d.Driver {
+	case "mysql":
+		admin := MySQLAdmin(t)
+		grantee = "'" + name + "'@'127.0.0.1'"
+		if _, err := admin.Exec("CREATE USER " + grantee); err != nil {
+			t.Fatalf("create user: %v", err)
+		}
+		t.Cleanup(func() { _, _ = admin.Exec("DROP USER " + grantee) })
+		dsn = MySQLDSN(t, name, d.Name)
+	case "pgx":
+		admin := PostgresAdmin(t)
+		grantee = name
+		if _, err := admin.Exec("CREATE ROLE " + name + " LOGIN"); err != nil {
+			t.Fatalf("create role: %v", err)
+		}
+		t.Cleanup(func() {
+			_, _ = d.Exec("DROP OWNED BY " + name) // its grants, which DROP ROLE refuses to leave
+			_, _ = admin.Exec("DROP ROLE " + name)
+		})
+		dsn = PostgresDSN(t, name, d.Name)
+	default:
+		t.Fatalf("no users on %s", d.Driver)
+	}
+	pool, err := sql.Open(d.Driver, dsn)
+	if err != nil {
+		t.Fatalf("open as %s: %v", name, err)
+	}
+	t.Cleanup(func() { pool.Close() })
+	return grantee, pool
+}

@@ -551,16 +551,9 @@ func TestRequestValidation(t *testing.T) {
 func TestNoCreatePrivilege(t *testing.T) {
 	t.Run("mariadb", func(t *testing.T) {
 		db := dbtest.MySQL(t)
-		admin := dbtest.MySQLAdmin(t)
-		user := dbtest.UniqueName()
-		_, err := admin.Exec("CREATE USER '" + user + "'@'127.0.0.1'")
+		user, restricted := db.User(t)
+		_, err := db.Exec("GRANT SELECT, INSERT, UPDATE ON `" + db.Name + "`.* TO " + user)
 		require.NoError(t, err)
-		t.Cleanup(func() { _, _ = admin.Exec("DROP USER '" + user + "'@'127.0.0.1'") })
-		_, err = admin.Exec("GRANT SELECT, INSERT, UPDATE ON `" + db.Name + "`.* TO '" + user + "'@'127.0.0.1'")
-		require.NoError(t, err)
-		restricted, err := sql.Open("mysql", dbtest.MySQLDSN(t, user, db.Name))
-		require.NoError(t, err)
-		defer restricted.Close()
 
 		_, err = Take(context.Background(), request(restricted, dialect.MySQL, "svc"))
 		require.ErrorContains(t, err, "create the table")
@@ -573,20 +566,10 @@ func TestNoCreatePrivilege(t *testing.T) {
 	})
 	t.Run("postgres", func(t *testing.T) {
 		db := dbtest.Postgres(t)
-		admin := dbtest.PostgresAdmin(t)
-		user := dbtest.UniqueName()
-		_, err := admin.Exec("CREATE ROLE " + user + " LOGIN")
-		require.NoError(t, err)
-		t.Cleanup(func() {
-			_, _ = db.Exec("DROP OWNED BY " + user)
-			_, _ = admin.Exec("DROP ROLE " + user)
-		})
-		restricted, err := sql.Open("pgx", dbtest.PostgresDSN(t, user, db.Name))
-		require.NoError(t, err)
-		defer restricted.Close()
+		user, restricted := db.User(t)
 
 		// PostgreSQL 15 gives ordinary users no CREATE on schema public.
-		_, err = Take(context.Background(), request(restricted, dialect.Postgres, "svc"))
+		_, err := Take(context.Background(), request(restricted, dialect.Postgres, "svc"))
 		require.ErrorContains(t, err, "create the table")
 		require.ErrorContains(t, err, "permission denied")
 
