@@ -3,7 +3,6 @@ package entflake
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"log/slog"
 	"testing"
 	"time"
@@ -68,7 +67,11 @@ func TestFaults(t *testing.T) {
 		{"leasing connection killed mid-statement", func(t *testing.T, b dbtest.Backend, db *dbtest.DB) (*sql.DB, func()) {
 			release := db.LockPoolRow(t, b.Dialect)
 			t.Cleanup(release)
-			return db.DB, func() { killLeaser(t, b, db) }
+			kill := "KILL %d"
+			if b.Dialect == dialect.Postgres {
+				kill = "SELECT pg_terminate_backend(%d)"
+			}
+			return db.DB, func() { db.KillLease(t, kill) }
 		}, SourceFallback, ""},
 	}
 	for _, b := range dbtest.Backends[:2] {
@@ -117,26 +120,4 @@ func restrictedUser(t *testing.T, b dbtest.Backend, db *dbtest.DB) *sql.DB {
 	_, err := db.Exec("GRANT SELECT, INSERT, UPDATE ON " + table + " TO " + user)
 	require.NoError(t, err)
 	return pool
-}
-
-// killLeaser kills the server session of the lease while it waits on the
-// pool row's lock.
-func killLeaser(t *testing.T, b dbtest.Backend, db *dbtest.DB) {
-	find, kill := "SELECT ID FROM information_schema.PROCESSLIST WHERE DB = ? AND INFO LIKE 'UPDATE sys_sequence%'", "KILL %d"
-	admin := dbtest.MySQLAdmin(t)
-	if b.Dialect == dialect.Postgres {
-		find = "SELECT pid FROM pg_stat_activity WHERE datname = $1 AND query LIKE 'UPDATE sys_sequence%' AND wait_event_type = 'Lock'"
-		kill = "SELECT pg_terminate_backend(%d)"
-		admin = dbtest.PostgresAdmin(t)
-	}
-	for deadline := time.Now().Add(faultTimeout); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		var id int64
-		if admin.QueryRow(find, db.Name).Scan(&id) == nil {
-			if _, err := admin.Exec(fmt.Sprintf(kill, id)); err != nil {
-				t.Errorf("kill the lease's session: %v", err)
-			}
-			return
-		}
-	}
-	t.Errorf("the lease's session never showed up waiting")
 }

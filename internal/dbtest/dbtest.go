@@ -334,3 +334,33 @@ func (d *DB) User(t testing.TB) (grantee string, pool *sql.DB) {
 	t.Cleanup(func() { pool.Close() })
 	return grantee, pool
 }
+
+// KillLease ends, from an administrative connection, the server session
+// whose UPDATE of sys_sequence waits for a lock on d, with stmt: a format
+// with one %d for the session's id, such as "KILL %d" or "KILL QUERY %d" on
+// MariaDB/MySQL, "SELECT pg_terminate_backend(%d)" or
+// "SELECT pg_cancel_backend(%d)" on PostgreSQL. It waits up to 5 s for the
+// session to show. It reports failure with t.Errorf, so that it may run off
+// the test's goroutine, and returns whether it killed.
+func (d *DB) KillLease(t testing.TB, stmt string) bool {
+	t.Helper()
+	admin, find := MySQLAdmin, "SELECT ID FROM information_schema.PROCESSLIST WHERE DB = ? AND INFO LIKE 'UPDATE sys_sequence%'"
+	if d.Driver == "pgx" {
+		admin, find = PostgresAdmin, "SELECT pid FROM pg_stat_activity "+
+			"WHERE datname = $1 AND query LIKE 'UPDATE sys_sequence%' AND wait_event_type = 'Lock'"
+	}
+	a := admin(t)
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		var id int64
+		if a.QueryRow(find, d.Name).Scan(&id) != nil {
+			continue
+		}
+		if _, err := a.Exec(fmt.Sprintf(stmt, id)); err != nil {
+			t.Errorf("%s: %v", fmt.Sprintf(stmt, id), err)
+			return false
+		}
+		return true
+	}
+	t.Errorf("no session of %s waited on sys_sequence", d.Name)
+	return false
+}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
-	"fmt"
 	"net"
 	"net/url"
 	"sync"
@@ -156,60 +155,37 @@ func checkRecovered(t *testing.T, direct, via *sql.DB, d string, p *cutProxy) {
 	assert.Equal(t, l.WorkerID, audit)
 }
 
-// waitFor polls query (one int64 column) until it returns a row.
-func waitFor(t *testing.T, db *sql.DB, query string, args ...any) int64 {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		var id int64
-		if db.QueryRow(query, args...).Scan(&id) == nil {
-			return id
-		}
-	}
-	t.Fatalf("no row for %s", query)
-	return 0
-}
-
 // TestLeaseConnectionKilled: the server kills the lease's connection (or
 // its statement) while the take waits on the pool row's lock. The take
 // fails, nothing is committed, and the application's pool keeps working.
 func TestLeaseConnectionKilled(t *testing.T) {
-	type kill struct {
-		name, find, stmt string
-		admin            func(testing.TB) *sql.DB
-		fresh            func(testing.TB) *dbtest.DB
-		dialect          string
-	}
-	for _, k := range []kill{
-		{"mariadb KILL", "SELECT ID FROM information_schema.PROCESSLIST WHERE DB = ? AND INFO LIKE 'UPDATE sys_sequence%'",
-			"KILL %d", dbtest.MySQLAdmin, dbtest.MySQL, dialect.MySQL},
-		{"mariadb KILL QUERY", "SELECT ID FROM information_schema.PROCESSLIST WHERE DB = ? AND INFO LIKE 'UPDATE sys_sequence%'",
-			"KILL QUERY %d", dbtest.MySQLAdmin, dbtest.MySQL, dialect.MySQL},
-		{"postgres terminate", "SELECT pid FROM pg_stat_activity WHERE datname = $1 AND query LIKE 'UPDATE sys_sequence%' AND wait_event_type = 'Lock'",
-			"SELECT pg_terminate_backend(%d)", dbtest.PostgresAdmin, dbtest.Postgres, dialect.Postgres},
-		{"postgres cancel", "SELECT pid FROM pg_stat_activity WHERE datname = $1 AND query LIKE 'UPDATE sys_sequence%' AND wait_event_type = 'Lock'",
-			"SELECT pg_cancel_backend(%d)", dbtest.PostgresAdmin, dbtest.Postgres, dialect.Postgres},
+	for _, k := range []struct {
+		name, stmt string
+		backend    dbtest.Backend
+	}{
+		{"mariadb KILL", "KILL %d", dbtest.Backends[0]},
+		{"mariadb KILL QUERY", "KILL QUERY %d", dbtest.Backends[0]},
+		{"postgres terminate", "SELECT pg_terminate_backend(%d)", dbtest.Backends[1]},
+		{"postgres cancel", "SELECT pg_cancel_backend(%d)", dbtest.Backends[1]},
 	} {
 		t.Run(k.name, func(t *testing.T) {
-			db := k.fresh(t)
-			admin := k.admin(t)
-			take(t, request(db.DB, k.dialect, "svc"))
+			db := k.backend.Fresh(t)
+			take(t, request(db.DB, k.backend.Dialect, "svc"))
 			before := poolValue(t, db.DB)
-			release := db.LockPoolRow(t, k.dialect)
+			release := db.LockPoolRow(t, k.backend.Dialect)
 			done := make(chan error, 1)
 			go func() {
 				ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
 				defer cancel()
-				_, err := Take(ctx, request(db.DB, k.dialect, "svc"))
+				_, err := Take(ctx, request(db.DB, k.backend.Dialect, "svc"))
 				done <- err
 			}()
-			id := waitFor(t, admin, k.find, db.Name)
-			_, err := admin.Exec(fmt.Sprintf(k.stmt, id))
-			require.NoError(t, err)
+			require.True(t, db.KillLease(t, k.stmt))
 			assert.Error(t, <-done)
 			release()
 			time.Sleep(300 * time.Millisecond)
 			assert.Equal(t, before, poolValue(t, db.DB), "a failed take commits nothing")
-			assert.Equal(t, before+1, take(t, request(db.DB, k.dialect, "svc")).WorkerID, "the pool still works")
+			assert.Equal(t, before+1, take(t, request(db.DB, k.backend.Dialect, "svc")).WorkerID, "the pool still works")
 		})
 	}
 }
