@@ -504,7 +504,7 @@ func TestWorkersNeverCollide(t *testing.T) {
 func TestMonotonicClockTracksWall(t *testing.T) {
 	c := NewMonotonicClock()
 	d := c.Now().Sub(time.Now())
-	assert.Less(t, d.Abs(), 50*time.Millisecond)
+	assert.Less(t, d.Abs(), time.Second, "anchored to the wall clock")
 	assert.Equal(t, "clamp", Clamp.String())
 	assert.True(t, errors.Is(ErrClockBackwards, ErrClockBackwards))
 }
@@ -596,7 +596,7 @@ func TestRealSleepWaits(t *testing.T) {
 		WallClock{}.Sleep(d)
 		got := time.Since(start)
 		assert.GreaterOrEqual(t, got, d)
-		assert.Less(t, got, d+50*time.Millisecond, "a generous upper bound")
+		assert.Less(t, got, d+250*time.Millisecond, "a generous upper bound, for a loaded machine")
 	}
 }
 
