@@ -100,7 +100,7 @@ func run(ctx context.Context, w io.Writer, logger *slog.Logger, driverName, dsn,
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "  %d  %-34s  %s  worker %d  seq %d\n",
+		fmt.Fprintf(w, "  %d  %-35s  %s  worker %d  seq %d\n",
 			e.id, e.what, p.Time.Format("2006-01-02T15:04:05.000Z07:00"), p.WorkerID, p.Sequence)
 	}
 	event, err := json.Marshal(t.event)
