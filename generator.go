@@ -60,11 +60,11 @@ func New(workerID int64, opts ...Option) (*Generator, error) {
 	if err := c.validate(); err != nil {
 		return nil, fmt.Errorf("entflake.New: %w", err)
 	}
-	g, err := c.generator(workerID)
+	g, err := c.build(workerID, SourceExplicit, "")
 	if err != nil {
 		return nil, fmt.Errorf("entflake.New: %w", err)
 	}
-	return &Generator{g: g, source: SourceExplicit, service: c.service}, nil
+	return g, nil
 }
 
 // NextID returns a new ID: unique for this worker id, and greater than every

@@ -92,13 +92,13 @@ func openDB(ctx context.Context, db *sql.DB, dialectName string, opts []Option) 
 		return nil, err
 	}
 	if ok {
-		g, err := c.generator(id)
+		g, err := c.build(id, SourceExplicit, "")
 		if err != nil {
 			return nil, err
 		}
 		c.logger.LogAttrs(ctx, slog.LevelInfo, "entflake: fixed worker id",
 			slog.String("service", c.service), slog.Int64("worker_id", id), slog.String("source", SourceExplicit.String()))
-		return &Generator{g: g, source: SourceExplicit, service: c.service}, nil
+		return g, nil
 	}
 	if c.service == "" {
 		return nil, fmt.Errorf("%w: empty; WithService is required to lease a worker id or hash one, "+
@@ -126,8 +126,9 @@ func openDB(ctx context.Context, db *sql.DB, dialectName string, opts []Option) 
 	}
 
 	// Rung 3: the fallback hash.
-	id = fallbackWorkerID(c.service, host, pid, c.layout.MaxWorkerID()+1)
-	g, err := c.generator(id)
+	workers := c.layout.workers()
+	id = fallbackWorkerID(c.service, host, pid, workers)
+	g, err := c.build(id, SourceFallback, "")
 	if err != nil {
 		return nil, err
 	}
@@ -136,8 +137,8 @@ func openDB(ctx context.Context, db *sql.DB, dialectName string, opts []Option) 
 		slog.String("reason", reason.Error()),
 		slog.String("risk", fmt.Sprintf("any instance with the same worker id can issue the same IDs; "+
 			"two instances in fallback share one with probability 1/%d, and about %d give even odds",
-			c.layout.MaxWorkerID()+1, evenOdds(c.layout.MaxWorkerID()+1))))
-	return &Generator{g: g, source: SourceFallback, service: c.service}, nil
+			workers, evenOdds(workers))))
+	return g, nil
 }
 
 // lease runs rung 2 under the lease timeout and logs its outcome.
@@ -146,7 +147,7 @@ func (c *config) lease(ctx context.Context, db *sql.DB, dialectName, instance st
 	defer cancel()
 	l, err := lease.Take(lctx, lease.Request{
 		DB: db, Dialect: dialectName, Service: c.service, Instance: instance,
-		Workers: c.layout.MaxWorkerID() + 1, Now: c.clock.Now,
+		Workers: c.layout.workers(), Now: c.clock.Now,
 	})
 	if err != nil {
 		return nil, err
@@ -167,7 +168,7 @@ func (c *config) lease(ctx context.Context, db *sql.DB, dialectName, instance st
 	}
 	if l.Wrapped {
 		warn("entflake: the worker-id pool wrapped around to 0; from now on a leased id may equal that of a live old instance",
-			slog.Int64("workers", c.layout.MaxWorkerID()+1))
+			slog.Int64("workers", c.layout.workers()))
 	}
 	if l.CommitRecovered {
 		warn("entflake: the connection broke before the database confirmed the lease; " +
@@ -178,23 +179,24 @@ func (c *config) lease(ctx context.Context, db *sql.DB, dialectName, instance st
 	}
 	// The skew is uncertain by half the round trip that read the database
 	// clock; only what is certainly beyond the limit counts.
+	skew := l.Skew.Round(time.Millisecond)
 	if off := l.Skew.Abs() - l.RoundTrip/2; off > c.maxSkew {
+		skewAttrs := []slog.Attr{slog.Duration("skew", skew), slog.Duration("limit", c.maxSkew)}
 		if c.refuseSkew {
 			c.logger.LogAttrs(ctx, slog.LevelError, "entflake: local clock is far from the database's clock; refusing to start",
-				append(attrs, slog.Duration("skew", l.Skew.Round(time.Millisecond)), slog.Duration("limit", c.maxSkew))...)
+				append(attrs, skewAttrs...)...)
 			return nil, fmt.Errorf("%w: local clock is %v off the database's (limit %v); refusing to start, "+
-				"leaving leased worker id %d unused", ErrClockSkew, l.Skew.Round(time.Millisecond), c.maxSkew, l.WorkerID)
+				"leaving leased worker id %d unused", ErrClockSkew, skew, c.maxSkew, l.WorkerID)
 		}
-		warn("entflake: local clock is far from the database's clock",
-			slog.Duration("skew", l.Skew.Round(time.Millisecond)), slog.Duration("limit", c.maxSkew))
+		warn("entflake: local clock is far from the database's clock", skewAttrs...)
 	}
-	g, err := c.generator(l.WorkerID)
+	g, err := c.build(l.WorkerID, SourceLease, instance)
 	if err != nil {
 		return nil, err
 	}
 	c.logger.LogAttrs(ctx, slog.LevelInfo, "entflake: leased worker id", append(attrs,
-		slog.String("instance", instance), slog.Duration("clock_skew", l.Skew.Round(time.Millisecond)))...)
-	return &Generator{g: g, source: SourceLease, service: c.service, instance: instance}, nil
+		slog.String("instance", instance), slog.Duration("clock_skew", skew))...)
+	return g, nil
 }
 
 // explicitWorkerID returns the fixed worker id of rung 1, if any.

@@ -47,7 +47,11 @@ func (l Layout) internal() snowflake.Layout {
 func (l Layout) Validate() error { return l.internal().Validate() }
 
 // MaxWorkerID is the largest worker id the layout holds.
-func (l Layout) MaxWorkerID() int64 { return l.internal().Workers() - 1 }
+func (l Layout) MaxWorkerID() int64 { return l.workers() - 1 }
+
+// workers is the number of worker ids the layout holds (2^WorkerBits): the
+// size of the lease's pool and of the fallback's hash range.
+func (l Layout) workers() int64 { return l.internal().Workers() }
 
 // DefaultEpoch is the epoch used unless WithEpoch says otherwise:
 // 2024-01-01T00:00:00Z, which keeps IDs positive until 2093. A service

@@ -212,6 +212,16 @@ func (c *config) validate() error {
 	return err
 }
 
+// build makes the Generator for a worker id, recording which rung of the
+// ladder produced it.
+func (c *config) build(workerID int64, source Source, instance string) (*Generator, error) {
+	g, err := c.generator(workerID)
+	if err != nil {
+		return nil, err
+	}
+	return &Generator{g: g, source: source, service: c.service, instance: instance}, nil
+}
+
 func (c *config) generator(workerID int64) (*snowflake.Generator, error) {
 	return snowflake.New(snowflake.Config{
 		Layout:     c.layout.internal(),
