@@ -63,7 +63,7 @@ const (
 func Table() *entschema.Table {
 	serviceName := &entschema.Column{
 		Name: ColumnServiceName, Type: field.TypeString, Size: ServiceNameSize,
-		SchemaType: types("varchar(64)", "varchar(64)", "varchar(64)"),
+		SchemaType: varchar(ServiceNameSize),
 	}
 	t := &entschema.Table{
 		Name: TableName,
@@ -75,7 +75,7 @@ func Table() *entschema.Table {
 			},
 			{
 				Name: ColumnInstance, Type: field.TypeString, Size: InstanceSize, Nullable: true,
-				SchemaType: types("varchar(128)", "varchar(128)", "varchar(128)"),
+				SchemaType: varchar(InstanceSize),
 			},
 			{
 				// A string default on a time column is written raw by ent, on
@@ -91,6 +91,13 @@ func Table() *entschema.Table {
 
 func types(mysql, postgres, sqlite string) map[string]string {
 	return map[string]string{dialect.MySQL: mysql, dialect.Postgres: postgres, dialect.SQLite: sqlite}
+}
+
+// varchar is the same varchar(n) on every dialect, sized from the constant
+// that ValidateService and TruncateInstance also check against.
+func varchar(n int) map[string]string {
+	t := fmt.Sprintf("varchar(%d)", n)
+	return types(t, t, t)
 }
 
 // ErrUnknownDialect is returned for a dialect other than ent's dialect.MySQL,
