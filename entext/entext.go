@@ -34,6 +34,7 @@ package entext
 
 import (
 	"embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -62,25 +63,21 @@ func New() *Extension { return &Extension{} }
 
 // funcs are the template functions the extension's templates use.
 var funcs = template.FuncMap{
-	"entflakeUses": uses,
-	"entflakeJSON": jsonString,
-	"entflakeAny": func(g *gen.Graph) bool {
-		for _, n := range g.Nodes {
-			if uses(n) {
-				return true
-			}
+	"entflakeUses":      uses,
+	"entflakeJSON":      jsonString,
+	"entflakeAny":       func(g *gen.Graph) bool { return len(marked(g)) > 0 },
+	"entflakeTypeNames": func(g *gen.Graph) string { return strings.Join(marked(g), ", ") },
+}
+
+// marked returns the names of the graph's types that use mixin.SnowflakeID.
+func marked(g *gen.Graph) []string {
+	var names []string
+	for _, n := range g.Nodes {
+		if uses(n) {
+			names = append(names, n.Name)
 		}
-		return false
-	},
-	"entflakeTypeNames": func(g *gen.Graph) string {
-		var names []string
-		for _, n := range g.Nodes {
-			if uses(n) {
-				names = append(names, n.Name)
-			}
-		}
-		return strings.Join(names, ", ")
-	},
+	}
+	return names
 }
 
 // Templates returns the templates that write the generated code.
@@ -131,14 +128,22 @@ func uses(t any) bool {
 }
 
 // jsonString reports whether the type's mixin asks for a JSON string id.
+// entc stores an annotation as its JSON form, so it is decoded back into
+// mixin.Annotation, the one definition of its fields.
 func jsonString(t any) bool {
-	m, _ := mark(t)
-	a, ok := m.(map[string]any)
+	m, ok := mark(t)
 	if !ok {
 		return false
 	}
-	v, _ := a["json_string"].(bool)
-	return v
+	b, err := json.Marshal(m)
+	if err != nil {
+		return false
+	}
+	var a mixin.Annotation
+	if err := json.Unmarshal(b, &a); err != nil {
+		return false
+	}
+	return a.JSONString
 }
 
 // mapsTable reports whether a type of the graph already maps to the
