@@ -90,7 +90,7 @@ func run(ctx context.Context, w io.Writer, logger *slog.Logger, driverName, dsn,
 	if _, err := transfer(ctx, client, alice, bob, 1_000_000, &ids); !errors.Is(err, errInsufficientFunds) {
 		return fmt.Errorf("overdraft: want %v, got %v", errInsufficientFunds, err)
 	}
-	if err := check(ctx, client, t, alice.ID, bob.ID); err != nil {
+	if err := check(ctx, client, t, alice, bob); err != nil {
 		return fmt.Errorf("check: %w", err)
 	}
 
@@ -185,18 +185,16 @@ func migrate(ctx context.Context, db *sql.DB, dialectName string, client *ent.Cl
 	return client.Schema.Create(ctx)
 }
 
-// ledger is the list of ids assigned in this run, in order.
-type ledger []struct {
+// assigned is an id and what it was given to.
+type assigned struct {
 	id   int64
 	what string
 }
 
-func (l *ledger) add(id int64, what string) {
-	*l = append(*l, struct {
-		id   int64
-		what string
-	}{id, what})
-}
+// ledger is the list of ids assigned in this run, in order.
+type ledger []assigned
+
+func (l *ledger) add(id int64, what string) { *l = append(*l, assigned{id, what}) }
 
 // transferred is a committed transfer.
 type transferred struct {
@@ -274,8 +272,9 @@ func transfer(ctx context.Context, client *ent.Client, from, to *ent.Account, am
 }
 
 // check reads back what the transfer wrote and compares it with the ids
-// taken before the INSERTs.
-func check(ctx context.Context, client *ent.Client, t transferred, from, to int64) error {
+// taken before the INSERTs. from and to are the accounts as they were
+// created, before the transfer.
+func check(ctx context.Context, client *ent.Client, t transferred, from, to *ent.Account) error {
 	entries, err := client.Entry.Query().Where(entry.GroupID(t.group)).Order(entry.ByAmount()).All(ctx)
 	if err != nil {
 		return err
@@ -294,19 +293,19 @@ func check(ctx context.Context, client *ent.Client, t transferred, from, to int6
 	if err := json.Unmarshal(stored.Payload, &p); err != nil {
 		return err
 	}
-	want := transferEvent{t.group, t.debit.ID, t.credit.ID, from, to, entries[1].Amount}
+	want := transferEvent{t.group, t.debit.ID, t.credit.ID, from.ID, to.ID, entries[1].Amount}
 	if p != want {
 		return fmt.Errorf("outbox payload %+v, want %+v", p, want)
 	}
-	a, err := client.Account.Get(ctx, from)
+	a, err := client.Account.Get(ctx, from.ID)
 	if err != nil {
 		return err
 	}
-	b, err := client.Account.Get(ctx, to)
+	b, err := client.Account.Get(ctx, to.ID)
 	if err != nil {
 		return err
 	}
-	if a.Balance != 10_000-p.AmountCents || b.Balance != 5_000+p.AmountCents {
+	if a.Balance != from.Balance-p.AmountCents || b.Balance != to.Balance+p.AmountCents {
 		return fmt.Errorf("balances %d and %d after moving %d", a.Balance, b.Balance, p.AmountCents)
 	}
 	return nil

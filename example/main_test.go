@@ -87,10 +87,9 @@ func TestServersRunAgain(t *testing.T) {
 	for _, b := range dbtest.Backends[:2] {
 		t.Run(b.Name, func(t *testing.T) {
 			db := b.Fresh(t)
-			driverName := map[string]string{"mariadb": "mysql", "postgres": "postgres"}[b.Name]
 			for want := int64(1); want <= 2; want++ {
 				start := time.Now()
-				out, err := runOnce(t, driverName, db.DSN)
+				out, err := runOnce(t, b.Dialect, db.DSN)
 				require.NoError(t, err)
 				worker, source := checkOutput(t, out, start, time.Now())
 				assert.Equal(t, want, worker)
@@ -113,7 +112,6 @@ func TestSixteenCopies(t *testing.T) {
 	for _, b := range dbtest.Backends[:2] {
 		t.Run(b.Name, func(t *testing.T) {
 			db := b.Fresh(t)
-			driverName := map[string]string{"mariadb": "mysql", "postgres": "postgres"}[b.Name]
 			const copies = 16
 			outs := make([]bytes.Buffer, copies)
 			errs := make([]error, copies)
@@ -122,7 +120,7 @@ func TestSixteenCopies(t *testing.T) {
 			for i := range copies {
 				cmd := exec.Command(os.Args[0], "-test.run=^$")
 				cmd.Env = append(os.Environ(), entflake.EnvWorkerID+"=",
-					"ENTFLAKE_EXAMPLE_ARGS="+strings.Join([]string{"-driver", driverName, "-dsn", db.DSN}, "\x1f"))
+					"ENTFLAKE_EXAMPLE_ARGS="+strings.Join([]string{"-driver", b.Dialect, "-dsn", db.DSN}, "\x1f"))
 				cmd.Stdout = &outs[i]
 				var stderr bytes.Buffer
 				cmd.Stderr = &stderr
