@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"log/slog"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -23,7 +22,7 @@ func openMariaDB(tb testing.TB) *ent.Client {
 	ctx := context.Background()
 	db := dbtest.MySQL(tb)
 	drv := entsql.OpenDB(dialect.MySQL, db.DB)
-	g, err := entflake.Open(ctx, drv, entflake.WithService("bench"), entflake.WithLogger(slog.New(slog.DiscardHandler)))
+	g, err := entflake.Open(ctx, drv, entflake.WithService("bench"), quiet)
 	if err != nil {
 		tb.Fatal(err)
 	}

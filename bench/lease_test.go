@@ -19,6 +19,7 @@ import (
 	"github.com/entflake/entflake/internal/dbtest"
 )
 
+// quiet drops the ladder's logs, which the benchmarks do not read.
 var quiet = entflake.WithLogger(slog.New(slog.DiscardHandler))
 
 // turnCounter relays TCP to a database and counts round trips: each time
@@ -198,13 +199,14 @@ func TestOpenStorm(t *testing.T) {
 					g, err := entflake.OpenDB(context.Background(), db.DB, be.Dialect, entflake.WithService("storm"), quiet,
 						entflake.WithLeaseTimeout(30*time.Second))
 					lat[i] = time.Since(t0)
-					if err == nil && g.Source() != entflake.SourceLease {
+					errs[i] = err
+					if err != nil {
+						return
+					}
+					if g.Source() != entflake.SourceLease {
 						t.Errorf("open %d fell back", i)
 					}
-					if err == nil {
-						workers[i] = g.WorkerID()
-					}
-					errs[i] = err
+					workers[i] = g.WorkerID()
 				})
 			}
 			wg.Wait()

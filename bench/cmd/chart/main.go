@@ -107,9 +107,6 @@ func run(in, out string) error {
 	}
 	bars.Color = color.RGBA{R: 66, G: 133, B: 244, A: 255}
 	left.Add(bars)
-	left.NominalX(names...)
-	left.X.Tick.Label.Rotation = 0.6
-	left.X.Tick.Label.XAlign = draw.XRight
 
 	right := plot.New()
 	right.Title.Text = "Size on disk (InnoDB, after ANALYZE TABLE)"
@@ -132,9 +129,11 @@ func run(in, out string) error {
 	right.Legend.Top = true
 	right.Legend.Left = true // the first bars are short: room above them
 	right.Legend.XOffs = vg.Points(10)
-	right.NominalX(names...)
-	right.X.Tick.Label.Rotation = 0.6
-	right.X.Tick.Label.XAlign = draw.XRight
+	for _, p := range []*plot.Plot{left, right} { // one kind of key per bar
+		p.NominalX(names...)
+		p.X.Tick.Label.Rotation = 0.6
+		p.X.Tick.Label.XAlign = draw.XRight
+	}
 
 	img := vgimg.New(vg.Points(1100), vg.Points(430))
 	dc := draw.New(img)

@@ -65,48 +65,48 @@ type kind struct {
 	table   string
 	writers int
 	batch   int
-	insert  func(ctx context.Context, c *ent.Client, w, n int, r *rand.Rand) error
+	insert  func(ctx context.Context, c *ent.Client, n int, r *rand.Rand) error
 }
 
 var kinds = []kind{
-	{"auto-increment", "autos", 1, 0, func(ctx context.Context, c *ent.Client, _, n int, r *rand.Rand) error {
+	{"auto-increment", "autos", 1, 0, func(ctx context.Context, c *ent.Client, n int, r *rand.Rand) error {
 		return c.Auto.MapCreateBulk(make([]struct{}, n), func(b *ent.AutoCreate, _ int) {
 			b.SetK(r.Int64()).SetPayload(keys.Payload(r))
 		}).Exec(ctx)
 	}},
-	{"snowflake", "snows", 1, 0, func(ctx context.Context, c *ent.Client, _, n int, r *rand.Rand) error {
+	{"snowflake", "snows", 1, 0, func(ctx context.Context, c *ent.Client, n int, r *rand.Rand) error {
 		return c.Snow.MapCreateBulk(make([]struct{}, n), func(b *ent.SnowCreate, _ int) {
 			b.SetK(r.Int64()).SetPayload(keys.Payload(r))
 		}).Exec(ctx)
 	}},
-	{"snowflake-8-writers", "snow8s", 8, 0, func(ctx context.Context, c *ent.Client, _, n int, r *rand.Rand) error {
+	{"snowflake-8-writers", "snow8s", 8, 0, func(ctx context.Context, c *ent.Client, n int, r *rand.Rand) error {
 		return c.Snow8.MapCreateBulk(make([]struct{}, n), func(b *ent.Snow8Create, _ int) {
 			b.SetK(r.Int64()).SetPayload(keys.Payload(r))
 		}).Exec(ctx)
 	}},
 	// Single-row statements from 8 writers: the worst case of interleaving.
-	{"auto-increment-8-writers-1-row", "auto8s", 8, 1, func(ctx context.Context, c *ent.Client, _, _ int, r *rand.Rand) error {
+	{"auto-increment-8-writers-1-row", "auto8s", 8, 1, func(ctx context.Context, c *ent.Client, _ int, r *rand.Rand) error {
 		return c.Auto8.Create().SetK(r.Int64()).SetPayload(keys.Payload(r)).Exec(ctx)
 	}},
-	{"snowflake-8-writers-1-row", "snow8rows", 8, 1, func(ctx context.Context, c *ent.Client, _, _ int, r *rand.Rand) error {
+	{"snowflake-8-writers-1-row", "snow8rows", 8, 1, func(ctx context.Context, c *ent.Client, _ int, r *rand.Rand) error {
 		return c.Snow8Row.Create().SetK(r.Int64()).SetPayload(keys.Payload(r)).Exec(ctx)
 	}},
-	{"uuidv4-char36", "char_v4s", 1, 0, func(ctx context.Context, c *ent.Client, _, n int, r *rand.Rand) error {
+	{"uuidv4-char36", "char_v4s", 1, 0, func(ctx context.Context, c *ent.Client, n int, r *rand.Rand) error {
 		return c.CharV4.MapCreateBulk(make([]struct{}, n), func(b *ent.CharV4Create, _ int) {
 			b.SetID(uuid.New()).SetK(r.Int64()).SetPayload(keys.Payload(r))
 		}).Exec(ctx)
 	}},
-	{"uuidv7-char36", "char_v7s", 1, 0, func(ctx context.Context, c *ent.Client, _, n int, r *rand.Rand) error {
+	{"uuidv7-char36", "char_v7s", 1, 0, func(ctx context.Context, c *ent.Client, n int, r *rand.Rand) error {
 		return c.CharV7.MapCreateBulk(make([]struct{}, n), func(b *ent.CharV7Create, _ int) {
 			b.SetID(uuid.Must(uuid.NewV7())).SetK(r.Int64()).SetPayload(keys.Payload(r))
 		}).Exec(ctx)
 	}},
-	{"uuidv4-binary16", "bin_v4s", 1, 0, func(ctx context.Context, c *ent.Client, _, n int, r *rand.Rand) error {
+	{"uuidv4-binary16", "bin_v4s", 1, 0, func(ctx context.Context, c *ent.Client, n int, r *rand.Rand) error {
 		return c.BinV4.MapCreateBulk(make([]struct{}, n), func(b *ent.BinV4Create, _ int) {
 			b.SetID(keys.BinUUID(uuid.New())).SetK(r.Int64()).SetPayload(keys.Payload(r))
 		}).Exec(ctx)
 	}},
-	{"uuidv7-binary16", "bin_v7s", 1, 0, func(ctx context.Context, c *ent.Client, _, n int, r *rand.Rand) error {
+	{"uuidv7-binary16", "bin_v7s", 1, 0, func(ctx context.Context, c *ent.Client, n int, r *rand.Rand) error {
 		return c.BinV7.MapCreateBulk(make([]struct{}, n), func(b *ent.BinV7Create, _ int) {
 			b.SetID(keys.BinUUID(uuid.Must(uuid.NewV7()))).SetK(r.Int64()).SetPayload(keys.Payload(r))
 		}).Exec(ctx)
@@ -175,16 +175,17 @@ func Measure(ctx context.Context, dsn string, rows, batch int, only string) ([]R
 		start := time.Now()
 		var wg sync.WaitGroup
 		errs := make([]error, k.writers)
+		step := batch
+		if k.batch > 0 {
+			step = k.batch
+		}
 		for w := range k.writers {
 			wg.Go(func() {
 				r := rand.New(rand.NewPCG(uint64(w), 42))
-				step := batch
-				if k.batch > 0 {
-					step = k.batch
-				}
-				for done := w * rows / k.writers; done < (w+1)*rows/k.writers; done += step {
-					n := min(step, (w+1)*rows/k.writers-done)
-					if err := k.insert(ctx, clients[w], w, n, r); err != nil {
+				lo, hi := w*rows/k.writers, (w+1)*rows/k.writers // this writer's share
+				for done := lo; done < hi; done += step {
+					n := min(step, hi-done)
+					if err := k.insert(ctx, clients[w], n, r); err != nil {
 						errs[w] = fmt.Errorf("%s writer %d: %w", k.name, w, err)
 						return
 					}
