@@ -359,6 +359,17 @@ func (c *stepClock) Now() time.Time {
 
 func (c *stepClock) Sleep(time.Duration) {}
 
+// realAndStepClocks makes, for each test, the clocks every generator should
+// work on: the default monotonic one, the wall clock, and a step clock that
+// advances every perMs reads.
+func realAndStepClocks(perMs int64) map[string]func() Clock {
+	return map[string]func() Clock{
+		"monotonic": func() Clock { return nil },
+		"wall":      func() Clock { return WallClock{} },
+		"step":      func() Clock { return &stepClock{base: testEpoch.Add(time.Hour), perMs: perMs} },
+	}
+}
+
 // TestUniqueAndOrderedMillions issues millions of IDs on each kind of clock and
 // checks that every one is greater than the one before.
 func TestUniqueAndOrderedMillions(t *testing.T) {
@@ -366,12 +377,7 @@ func TestUniqueAndOrderedMillions(t *testing.T) {
 	if testing.Short() {
 		n = 300_000
 	}
-	clocks := map[string]func() Clock{
-		"monotonic": func() Clock { return nil },
-		"wall":      func() Clock { return WallClock{} },
-		"step":      func() Clock { return &stepClock{base: testEpoch.Add(time.Hour), perMs: 1000} },
-	}
-	for name, mk := range clocks {
+	for name, mk := range realAndStepClocks(1000) {
 		t.Run(name, func(t *testing.T) {
 			g := newGen(t, Config{WorkerID: 5, Clock: mk()})
 			prev := int64(-1)
@@ -395,12 +401,7 @@ func TestConcurrentUniqueAndPerGoroutineOrder(t *testing.T) {
 	if testing.Short() {
 		per = 10_000
 	}
-	clocks := map[string]func() Clock{
-		"monotonic": func() Clock { return nil },
-		"wall":      func() Clock { return WallClock{} },
-		"step":      func() Clock { return &stepClock{base: testEpoch.Add(time.Hour), perMs: 50} },
-	}
-	for name, mk := range clocks {
+	for name, mk := range realAndStepClocks(50) {
 		t.Run(name, func(t *testing.T) {
 			g := newGen(t, Config{WorkerID: 9, Clock: mk()})
 			out := make([][]int64, goroutines)
