@@ -32,12 +32,8 @@ func TestFaults(t *testing.T) {
 		why   string // in the fallback's reason, or in a warning of the lease
 	}
 	faults := []fault{
-		{"server unreachable", func(t *testing.T, b dbtest.Backend, _ *dbtest.DB) (*sql.DB, func()) {
-			dsn := "root@tcp(" + dbtest.ClosedPort(t) + ")/test"
-			if b.Dialect == dialect.Postgres {
-				dsn = "postgres://root@" + dbtest.ClosedPort(t) + "/test?sslmode=disable"
-			}
-			down, err := sql.Open(map[string]string{dialect.MySQL: "mysql", dialect.Postgres: "pgx"}[b.Dialect], dsn)
+		{"server unreachable", func(t *testing.T, b dbtest.Backend, db *dbtest.DB) (*sql.DB, func()) {
+			down, err := sql.Open(db.Driver, b.ClosedDSN(t))
 			require.NoError(t, err)
 			t.Cleanup(func() { down.Close() })
 			return down, nil
@@ -78,7 +74,7 @@ func TestFaults(t *testing.T) {
 		for _, f := range faults {
 			t.Run(b.Name+"/"+f.name, func(t *testing.T) {
 				db := b.Fresh(t)
-				_, err := OpenDB(context.Background(), db.DB, b.Dialect, WithService("faults"), WithLogger(slog.New(&logSink{})))
+				_, err := OpenDB(context.Background(), db.DB, b.Dialect, WithService("faults"), quiet())
 				require.NoError(t, err) // the table exists, as after a migration
 				pool, during := f.setup(t, b, db)
 				if during != nil {

@@ -94,44 +94,43 @@ func migrate(t *testing.T, b dbtest.Backend, db *dbtest.DB) []atlas.Change {
 	return planned
 }
 
+// ensure runs CreateSQL's DDL on db, as the lease's ensure step does.
+func ensure(t *testing.T, b dbtest.Backend, db *dbtest.DB) {
+	t.Helper()
+	ddl, err := schema.CreateSQL(b.Dialect)
+	require.NoError(t, err)
+	_, err = db.Exec(ddl)
+	require.NoError(t, err)
+}
+
 // TestEnsureThenMigrate: a table made by CreateSQL (the lease's ensure step)
 // is exactly what ent's migration wants: it plans no change, so a service
 // does not ALTER the table at every start.
 func TestEnsureThenMigrate(t *testing.T) {
-	for _, b := range dbtest.Backends {
-		t.Run(b.Name, func(t *testing.T) {
-			db := b.Fresh(t)
-			ddl, err := schema.CreateSQL(b.Dialect)
-			require.NoError(t, err)
-			_, err = db.Exec(ddl)
-			require.NoError(t, err)
-			assert.Empty(t, migrate(t, b, db))
-		})
-	}
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		db := b.Fresh(t)
+		ensure(t, b, db)
+		assert.Empty(t, migrate(t, b, db))
+	})
 }
 
 // TestMigrateThenEnsure: a table made by ent's migration takes the lease's
 // idempotent DDL without error, and keeps the defaults the Java allocator
 // relies on when it inserts without updated_at.
 func TestMigrateThenEnsure(t *testing.T) {
-	for _, b := range dbtest.Backends {
-		t.Run(b.Name, func(t *testing.T) {
-			db := b.Fresh(t)
-			assert.NotEmpty(t, migrate(t, b, db), "the first migration creates the table")
-			assert.Empty(t, migrate(t, b, db), "the second has nothing to do")
-			ddl, err := schema.CreateSQL(b.Dialect)
-			require.NoError(t, err)
-			_, err = db.Exec(ddl)
-			require.NoError(t, err)
-			_, err = db.Exec("INSERT INTO sys_sequence (service_name, instance) VALUES ('__global__', 'pool')")
-			require.NoError(t, err)
-			var worker int
-			var updated string
-			require.NoError(t, db.QueryRow("SELECT worker_id, CAST(updated_at AS CHAR(32)) FROM sys_sequence").Scan(&worker, &updated))
-			assert.Zero(t, worker)
-			assert.NotEmpty(t, updated)
-		})
-	}
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		db := b.Fresh(t)
+		assert.NotEmpty(t, migrate(t, b, db), "the first migration creates the table")
+		assert.Empty(t, migrate(t, b, db), "the second has nothing to do")
+		ensure(t, b, db)
+		_, err := db.Exec("INSERT INTO sys_sequence (service_name, instance) VALUES ('__global__', 'pool')")
+		require.NoError(t, err)
+		var worker int
+		var updated string
+		require.NoError(t, db.QueryRow("SELECT worker_id, CAST(updated_at AS CHAR(32)) FROM sys_sequence").Scan(&worker, &updated))
+		assert.Zero(t, worker)
+		assert.NotEmpty(t, updated)
+	})
 }
 
 // sourceDDL is the Java allocator's table (docker/mysql-init/22-sys-sequence.sql

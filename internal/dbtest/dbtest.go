@@ -118,25 +118,23 @@ func MySQL(t testing.TB) *DB {
 			t.Errorf("drop database %s: %v", name, err)
 		}
 	})
-	cfg, err := mysql.ParseDSN(env("ENTFLAKE_TEST_MYSQL", DefaultMySQL))
-	if err != nil {
-		t.Fatalf("mysql DSN: %v", err)
-	}
-	cfg.DBName = name
-	cfg.ParseTime = true
-	d := &DB{Name: name, DSN: cfg.FormatDSN(), Driver: "mysql"}
+	d := &DB{Name: name, DSN: MySQLDSN(t, "", name), Driver: "mysql"}
 	d.DB = d.Open(t)
 	return d
 }
 
-// MySQLDSN returns the DSN of database name as user (empty password).
+// MySQLDSN returns the DSN of database name as user with an empty password
+// (empty user: the admin DSN's user and password), with parseTime on.
 func MySQLDSN(t testing.TB, user, name string) string {
 	t.Helper()
 	cfg, err := mysql.ParseDSN(env("ENTFLAKE_TEST_MYSQL", DefaultMySQL))
 	if err != nil {
 		t.Fatalf("mysql DSN: %v", err)
 	}
-	cfg.User, cfg.Passwd, cfg.DBName, cfg.ParseTime = user, "", name, true
+	if user != "" {
+		cfg.User, cfg.Passwd = user, ""
+	}
+	cfg.DBName, cfg.ParseTime = name, true
 	return cfg.FormatDSN()
 }
 
@@ -216,11 +214,6 @@ func SQLiteDSN(path string) string {
 // ClosedPort returns a loopback address on which nothing listens.
 func ClosedPort(t testing.TB) string {
 	t.Helper()
-	return fmt.Sprintf("127.0.0.1:%d", closedPort(t))
-}
-
-func closedPort(t testing.TB) int {
-	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("listen: %v", err)
@@ -229,22 +222,46 @@ func closedPort(t testing.TB) int {
 	if err := l.Close(); err != nil {
 		t.Fatalf("close listener: %v", err)
 	}
-	return port
+	return fmt.Sprintf("127.0.0.1:%d", port)
 }
 
 // Backend is one kind of database the tests run against.
 type Backend struct {
 	Name    string // "mariadb", "postgres" or "sqlite"
 	Dialect string // ent's dialect name
+	Driver  string // the database/sql driver name, as in DB.Driver
 	Fresh   func(testing.TB) *DB
 }
 
 // Backends are MariaDB, PostgreSQL and SQLite.
 var Backends = []Backend{
-	{"mariadb", dialect.MySQL, MySQL},
-	{"postgres", dialect.Postgres, Postgres},
-	{"sqlite", dialect.SQLite, SQLite},
+	{"mariadb", dialect.MySQL, "mysql", MySQL},
+	{"postgres", dialect.Postgres, "pgx", Postgres},
+	{"sqlite", dialect.SQLite, "sqlite", SQLite},
 }
+
+// ClosedDSN returns a DSN, for b.Driver, of a database on ClosedPort: a
+// server that is down. SQLite has no server: the test fails.
+func (b Backend) ClosedDSN(t testing.TB) string {
+	t.Helper()
+	switch b.Dialect {
+	case dialect.MySQL:
+		return "root@tcp(" + ClosedPort(t) + ")/test"
+	case dialect.Postgres:
+		return "postgres://root@" + ClosedPort(t) + "/test?sslmode=disable"
+	}
+	t.Fatalf("no server for %s", b.Name)
+	return ""
+}
+
+// JavaDDL is the Java allocator's table (SequenceWorkerIdAllocator's
+// ensureTable in the source), minus its utf8mb4_0900_ai_ci collation, which
+// MariaDB does not know.
+const JavaDDL = "CREATE TABLE IF NOT EXISTS `sys_sequence` (" +
+	"`service_name` VARCHAR(64) NOT NULL, `worker_id` INT NOT NULL DEFAULT 0, " +
+	"`instance` VARCHAR(128) DEFAULT NULL, " +
+	"`updated_at` DATETIME NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP, " +
+	"PRIMARY KEY (`service_name`)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4"
 
 // ForEach runs f as a subtest for each backend.
 func ForEach(t *testing.T, f func(t *testing.T, b Backend)) {
@@ -355,8 +372,9 @@ func (d *DB) KillLease(t testing.TB, stmt string) bool {
 		if a.QueryRow(find, d.Name).Scan(&id) != nil {
 			continue
 		}
-		if _, err := a.Exec(fmt.Sprintf(stmt, id)); err != nil {
-			t.Errorf("%s: %v", fmt.Sprintf(stmt, id), err)
+		q := fmt.Sprintf(stmt, id)
+		if _, err := a.Exec(q); err != nil {
+			t.Errorf("%s: %v", q, err)
 			return false
 		}
 		return true

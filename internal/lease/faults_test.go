@@ -150,9 +150,7 @@ func checkRecovered(t *testing.T, direct, via *sql.DB, d string, p *cutProxy) {
 	assert.Equal(t, before+1, l.WorkerID)
 	assert.Equal(t, before+1, poolValue(t, direct))
 	assert.NoError(t, l.AuditErr)
-	var audit int64
-	require.NoError(t, direct.QueryRow(dbtest.Rebind(d, "SELECT worker_id FROM sys_sequence WHERE service_name = ?"), "svc").Scan(&audit))
-	assert.Equal(t, l.WorkerID, audit)
+	assert.Equal(t, l.WorkerID, serviceWorker(t, direct, d, "svc"))
 }
 
 // TestLeaseConnectionKilled: the server kills the lease's connection (or

@@ -45,6 +45,14 @@ func poolValue(t testing.TB, db *sql.DB) int64 {
 	return v
 }
 
+// serviceWorker returns the worker_id of service's row (its audit row).
+func serviceWorker(t testing.TB, db *sql.DB, d, service string) int64 {
+	t.Helper()
+	var v int64
+	require.NoError(t, db.QueryRow(dbtest.Rebind(d, "SELECT worker_id FROM sys_sequence WHERE service_name = ?"), service).Scan(&v))
+	return v
+}
+
 func setPool(t testing.TB, db *sql.DB, v int64) {
 	t.Helper()
 	_, err := db.Exec(fmt.Sprintf("UPDATE sys_sequence SET worker_id = %d WHERE service_name = '__global__'", v))
@@ -277,7 +285,7 @@ func TestAuditRowHoldsWorkerID(t *testing.T) {
 		assert.Equal(t, r.Instance, instance)
 		// A second start of the service overwrites its row with the new id.
 		l = take(t, r)
-		require.NoError(t, db.QueryRow(dbtest.Rebind(b.Dialect, "SELECT worker_id FROM sys_sequence WHERE service_name = ?"), "billing").Scan(&worker))
+		worker = serviceWorker(t, db.DB, b.Dialect, "billing")
 		assert.Equal(t, l.WorkerID, worker)
 		assert.Equal(t, int64(42), worker)
 	})
@@ -292,20 +300,17 @@ func TestWrapAround(t *testing.T) {
 		db.SetMaxOpenConns(16)
 		take(t, request(db.DB, b.Dialect, "warmup"))
 		setPool(t, db.DB, 1000)
-		var mu sync.Mutex
-		wrapped := 0
+		var wrapped atomic.Int32
 		vals := takeConcurrently(t, 64, func(ctx context.Context) (int64, error) {
 			l, err := Take(ctx, request(db.DB, b.Dialect, "wrap"))
 			if l.Wrapped {
-				mu.Lock()
-				wrapped++
-				mu.Unlock()
+				wrapped.Add(1)
 			}
 			return l.WorkerID, err
 		})
 		slices.Sort(vals)
 		assert.Equal(t, append(seq(0, 40), seq(1001, 1023)...), vals)
-		assert.Equal(t, 1, wrapped)
+		assert.Equal(t, int32(1), wrapped.Load())
 		assert.Equal(t, int64(40), poolValue(t, db.DB))
 
 		// A 5-bit worker field (the clock-sequence layout) wraps at 32.
@@ -444,9 +449,7 @@ func TestMySQLAutocommitOff(t *testing.T) {
 	got := []int64{take(t, request(off, dialect.MySQL, "svc")).WorkerID, take(t, request(off, dialect.MySQL, "svc")).WorkerID}
 	assert.Equal(t, []int64{1, 2}, got)
 	assert.Equal(t, int64(2), poolValue(t, db.DB), "seen from another connection: committed")
-	var audit int64
-	require.NoError(t, db.QueryRow("SELECT worker_id FROM sys_sequence WHERE service_name = 'svc'").Scan(&audit))
-	assert.Equal(t, int64(2), audit)
+	assert.Equal(t, int64(2), serviceWorker(t, db.DB, dialect.MySQL, "svc"))
 }
 
 // TestPostgresRepeatableReadDefault: a database whose transactions default
@@ -496,19 +499,15 @@ func TestPoolExhausted(t *testing.T) {
 
 // TestServerDown: a closed port fails fast with the driver's error.
 func TestServerDown(t *testing.T) {
-	addr := dbtest.ClosedPort(t)
-	for _, c := range []struct{ driver, d, dsn string }{
-		{"mysql", dialect.MySQL, "root@tcp(" + addr + ")/test"},
-		{"pgx", dialect.Postgres, "postgres://root@" + addr + "/test?sslmode=disable"},
-	} {
-		db, err := sql.Open(c.driver, c.dsn)
+	for _, b := range dbtest.Backends[:2] {
+		db, err := sql.Open(b.Driver, b.ClosedDSN(t))
 		require.NoError(t, err)
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		start := time.Now()
-		_, err = Take(ctx, request(db, c.d, "svc"))
+		_, err = Take(ctx, request(db, b.Dialect, "svc"))
 		cancel()
 		db.Close()
-		assert.Error(t, err, c.d)
+		assert.Error(t, err, b.Dialect)
 		assert.Less(t, time.Since(start), 4*time.Second)
 	}
 }
@@ -582,15 +581,9 @@ func TestNoCreatePrivilege(t *testing.T) {
 	})
 }
 
-// The Java allocator of the source (SequenceWorkerIdAllocator.allocate),
-// statement for statement, on MariaDB. Its DDL is the source's minus the
-// utf8mb4_0900_ai_ci collation, which MariaDB does not know.
-const javaDDL = "CREATE TABLE IF NOT EXISTS `sys_sequence` (" +
-	"`service_name` VARCHAR(64) NOT NULL, `worker_id` INT NOT NULL DEFAULT 0, " +
-	"`instance` VARCHAR(128) DEFAULT NULL, " +
-	"`updated_at` DATETIME NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP, " +
-	"PRIMARY KEY (`service_name`)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4"
-
+// javaAllocate is the Java allocator of the source
+// (SequenceWorkerIdAllocator.allocate), statement for statement, on MariaDB,
+// with its DDL as dbtest.JavaDDL.
 func javaAllocate(ctx context.Context, db *sql.DB, service, instance string) (int64, error) {
 	conn, err := db.Conn(ctx)
 	if err != nil {
@@ -598,7 +591,7 @@ func javaAllocate(ctx context.Context, db *sql.DB, service, instance string) (in
 	}
 	defer conn.Close()
 	// ensureTable
-	if _, err := conn.ExecContext(ctx, javaDDL); err != nil {
+	if _, err := conn.ExecContext(ctx, dbtest.JavaDDL); err != nil {
 		return 0, err
 	}
 	if _, err := conn.ExecContext(ctx, "INSERT IGNORE INTO sys_sequence (service_name, worker_id, instance) VALUES (?, 0, ?)",
@@ -645,24 +638,16 @@ func TestJavaAllocatorSharesPool(t *testing.T) {
 		db := dbtest.MySQL(t)
 		assert.Equal(t, []int64{1, 2, 3}, []int64{java(t, db.DB), goTake(t, db.DB), java(t, db.DB)})
 		// Go's audit row records its id; Java's keeps the source's constant 0.
-		var goWorker, javaWorker int64
-		require.NoError(t, db.QueryRow("SELECT worker_id FROM sys_sequence WHERE service_name = 'go-svc'").Scan(&goWorker))
-		require.NoError(t, db.QueryRow("SELECT worker_id FROM sys_sequence WHERE service_name = 'java-svc'").Scan(&javaWorker))
-		assert.Equal(t, int64(2), goWorker)
-		assert.Zero(t, javaWorker)
+		assert.Equal(t, int64(2), serviceWorker(t, db.DB, dialect.MySQL, "go-svc"))
+		assert.Zero(t, serviceWorker(t, db.DB, dialect.MySQL, "java-svc"))
 	})
 	t.Run("at once", func(t *testing.T) {
 		db := dbtest.MySQL(t)
 		db.SetMaxOpenConns(16)
 		goTake(t, db.DB)
-		var n sync.Mutex
-		i := 0
+		var n atomic.Int32
 		vals := takeConcurrently(t, 64, func(ctx context.Context) (int64, error) {
-			n.Lock()
-			i++
-			odd := i%2 == 1
-			n.Unlock()
-			if odd {
+			if n.Add(1)%2 == 1 {
 				return javaAllocate(ctx, db.DB, "java-svc", "java@1@1")
 			}
 			l, err := Take(ctx, request(db.DB, dialect.MySQL, "go-svc"))

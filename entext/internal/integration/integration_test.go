@@ -40,13 +40,14 @@ type env struct {
 	gen     *entflake.Generator
 }
 
-// open leases a worker id (which creates sys_sequence), then migrates.
-func open(t *testing.T, b dbtest.Backend) *env {
+// open leases a worker id (which creates sys_sequence), with opts after the
+// service and the quiet logger, then migrates.
+func open(t *testing.T, b dbtest.Backend, opts ...entflake.Option) *env {
 	t.Helper()
 	ctx := context.Background()
 	db := b.Fresh(t)
 	drv := entsql.OpenDB(b.Dialect, db.DB)
-	g, err := entflake.Open(ctx, drv, entflake.WithService("itest"), quiet)
+	g, err := entflake.Open(ctx, drv, append([]entflake.Option{entflake.WithService("itest"), quiet}, opts...)...)
 	require.NoError(t, err)
 	require.Equal(t, entflake.SourceLease, g.Source())
 	client := gen.NewClient(gen.Driver(drv), gen.IDGenerator(g))
@@ -409,18 +410,12 @@ func (c *backClock) Sleep(d time.Duration) { entflake.WallClock().Sleep(d) }
 // and leave no row, not even the builders of the batch that came first.
 func TestHookErrorWritesNothing(t *testing.T) {
 	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
-		db := b.Fresh(t)
 		ctx := context.Background()
-		drv := entsql.OpenDB(b.Dialect, db.DB)
 		clk := &backClock{}
-		g, err := entflake.Open(ctx, drv, entflake.WithService("itest"), quiet, entflake.WithClock(clk),
-			entflake.WithRollbackPolicy(entflake.RejectRollback()))
-		require.NoError(t, err)
-		client := gen.NewClient(gen.Driver(drv), gen.IDGenerator(g))
-		require.NoError(t, client.Schema.Create(ctx))
+		client := open(t, b, entflake.WithClock(clk), entflake.WithRollbackPolicy(entflake.RejectRollback())).Client
 		client.Widget.Create().SetCode("before").SaveX(ctx)
 		clk.stepped.Store(true)
-		_, err = client.Widget.Create().SetCode("one").Save(ctx)
+		_, err := client.Widget.Create().SetCode("one").Save(ctx)
 		assert.ErrorIs(t, err, entflake.ErrClockBackwards)
 		_, err = client.Widget.CreateBulk(client.Widget.Create().SetID(99).SetCode("given"),
 			client.Widget.Create().SetCode("refused")).Save(ctx)
@@ -433,25 +428,23 @@ func TestHookErrorWritesNothing(t *testing.T) {
 // TestDDL: no AUTO_INCREMENT, IDENTITY or AUTOINCREMENT on the ids of types
 // with the mixin; the type without it keeps its own.
 func TestDDL(t *testing.T) {
-	for _, d := range []string{dialect.MySQL, dialect.Postgres, dialect.SQLite} {
-		t.Run(d, func(t *testing.T) {
-			db := dbtest.Backends[slices.IndexFunc(dbtest.Backends, func(b dbtest.Backend) bool { return b.Dialect == d })].Fresh(t)
-			client := gen.NewClient(gen.Driver(entsql.OpenDB(d, db.DB)))
-			var buf bytes.Buffer
-			require.NoError(t, client.Schema.WriteTo(context.Background(), &buf))
-			ddl := buf.String()
-			for _, table := range []string{"widgets", "parts", "docs"} {
-				stmt := createStatement(t, ddl, table)
-				for _, bad := range []string{"AUTO_INCREMENT", "IDENTITY", "AUTOINCREMENT", "serial"} {
-					assert.NotContains(t, strings.ToUpper(stmt), strings.ToUpper(bad), "%s: %s", table, stmt)
-				}
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		db := b.Fresh(t)
+		client := gen.NewClient(gen.Driver(entsql.OpenDB(b.Dialect, db.DB)))
+		var buf bytes.Buffer
+		require.NoError(t, client.Schema.WriteTo(context.Background(), &buf))
+		ddl := buf.String()
+		for _, table := range []string{"widgets", "parts", "docs"} {
+			stmt := createStatement(t, ddl, table)
+			for _, bad := range []string{"AUTO_INCREMENT", "IDENTITY", "AUTOINCREMENT", "serial"} {
+				assert.NotContains(t, strings.ToUpper(stmt), strings.ToUpper(bad), "%s: %s", table, stmt)
 			}
-			plain := strings.ToUpper(createStatement(t, ddl, "plains"))
-			assert.True(t, strings.Contains(plain, "AUTO_INCREMENT") || strings.Contains(plain, "IDENTITY") ||
-				strings.Contains(plain, "AUTOINCREMENT") || d == dialect.SQLite, plain)
-			assert.Contains(t, ddl, "sys_sequence", "the lease's table is migrated with the entities")
-		})
-	}
+		}
+		plain := strings.ToUpper(createStatement(t, ddl, "plains"))
+		assert.True(t, strings.Contains(plain, "AUTO_INCREMENT") || strings.Contains(plain, "IDENTITY") ||
+			strings.Contains(plain, "AUTOINCREMENT") || b.Dialect == dialect.SQLite, plain)
+		assert.Contains(t, ddl, "sys_sequence", "the lease's table is migrated with the entities")
+	})
 }
 
 func createStatement(t *testing.T, ddl, table string) string {
@@ -504,11 +497,7 @@ func TestSchemaCreate(t *testing.T) {
 // source's own DDL (minus its MariaDB-unknown collation) keeps its rows.
 func TestSchemaCreateKeepsSourceRows(t *testing.T) {
 	db := dbtest.MySQL(t)
-	_, err := db.Exec("CREATE TABLE IF NOT EXISTS `sys_sequence` (" +
-		"`service_name` VARCHAR(64) NOT NULL, `worker_id` INT NOT NULL DEFAULT 0, " +
-		"`instance` VARCHAR(128) DEFAULT NULL, " +
-		"`updated_at` DATETIME NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP, " +
-		"PRIMARY KEY (`service_name`)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4")
+	_, err := db.Exec(dbtest.JavaDDL)
 	require.NoError(t, err)
 	_, err = db.Exec("INSERT INTO sys_sequence (service_name, worker_id, instance) VALUES ('__global__', 17, 'pool'), ('java', 0, 'java@1@1')")
 	require.NoError(t, err)
