@@ -890,7 +890,7 @@ func TestNextIDs(t *testing.T) {
 }
 
 func BenchmarkNextIDsBurst(b *testing.B) {
-	g := newGen(b, Config{WorkerID: 1, MaxLead: MaxMaxLead})
+	g := newGen(b, Config{WorkerID: 1, MaxLead: LeadLimit})
 	ids := make([]int64, 4096)
 	b.ReportAllocs()
 	for b.Loop() {
