@@ -20,9 +20,10 @@
 //     MySQL reports that row's id back through LAST_INSERT_ID;
 //   - for SnowflakeID{JSONString: true}, an UnmarshalJSON that accepts the id
 //     as a string or a number;
-//   - the registration of the sys_sequence table in migrate.Tables, so a
-//     bare client.Schema.Create(ctx) creates it (unless a schema of the
-//     graph already maps a type to that table).
+//   - the registration of entflake's tables (sys_sequence and
+//     sys_sequence_slot) in migrate.Tables, so a bare
+//     client.Schema.Create(ctx) creates them (except a table a schema of the
+//     graph already maps a type to).
 //
 // Generation fails with a message naming the schema when the mixin meets
 // an id it cannot fill (not int64, a custom Go type, a default, an
@@ -67,6 +68,7 @@ var funcs = template.FuncMap{
 	"entflakeJSON":      jsonString,
 	"entflakeAny":       func(g *gen.Graph) bool { return len(marked(g)) > 0 },
 	"entflakeTypeNames": func(g *gen.Graph) string { return strings.Join(marked(g), ", ") },
+	"entflakeTables":    unmapped,
 }
 
 // marked returns the names of the graph's types that use mixin.SnowflakeID.
@@ -85,7 +87,7 @@ func (*Extension) Templates() []*gen.Template {
 	return []*gen.Template{
 		gen.MustParse(gen.NewTemplate("entflake-ext").Funcs(funcs).ParseFS(templates, "template/entflake.tmpl")),
 		gen.MustParse(gen.NewTemplate("entflake-migrate").Funcs(funcs).
-			SkipIf(func(g *gen.Graph) bool { return !g.SupportMigrate() || mapsTable(g) }).
+			SkipIf(func(g *gen.Graph) bool { return !g.SupportMigrate() || len(unmapped(g)) == 0 }).
 			ParseFS(templates, "template/migrate.tmpl")),
 	}
 }
@@ -146,15 +148,21 @@ func jsonString(t any) bool {
 	return a.JSONString
 }
 
-// mapsTable reports whether a type of the graph already maps to the
-// sys_sequence table, so that the extension must not register it again.
-func mapsTable(g *gen.Graph) bool {
+// unmapped returns the constructors in package schema (Table, SlotTable)
+// of entflake's tables that no type of the graph maps to already: those the
+// extension registers in migrate.Tables, so that none is registered twice.
+func unmapped(g *gen.Graph) []string {
+	mapped := map[string]bool{}
 	for _, n := range g.Nodes {
-		if n.Table() == schema.TableName {
-			return true
+		mapped[n.Table()] = true
+	}
+	var fns []string
+	for _, t := range []struct{ name, fn string }{{schema.TableName, "Table"}, {schema.SlotTableName, "SlotTable"}} {
+		if !mapped[t.name] {
+			fns = append(fns, t.fn)
 		}
 	}
-	return false
+	return fns
 }
 
 // Check returns every reason the graph cannot be generated with the

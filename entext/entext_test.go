@@ -164,11 +164,23 @@ func TestHookStopsGeneration(t *testing.T) {
 	assert.True(t, called)
 }
 
+// OwnSlots maps a type of the user's to the slot table.
+type OwnSlots struct{ ent.Schema }
+
+func (OwnSlots) Fields() []ent.Field {
+	return []ent.Field{field.Int("id").StorageKey("worker_id")}
+}
+
+func (OwnSlots) Annotations() []schema.Annotation {
+	return []schema.Annotation{entsql.Annotation{Table: "sys_sequence_slot"}}
+}
+
 // TestTableNotRegisteredTwice: when a schema of the graph already maps a
-// type to sys_sequence, the extension leaves the table to it.
+// type to one of entflake's tables, the extension leaves that table to it.
 func TestTableNotRegisteredTwice(t *testing.T) {
-	assert.False(t, mapsTable(graph(t, nil, Good{})))
-	assert.True(t, mapsTable(graph(t, nil, Good{}, OwnSequence{})))
+	assert.Equal(t, []string{"Table", "SlotTable"}, unmapped(graph(t, nil, Good{})))
+	assert.Equal(t, []string{"SlotTable"}, unmapped(graph(t, nil, Good{}, OwnSequence{})))
+	assert.Empty(t, unmapped(graph(t, nil, Good{}, OwnSequence{}, OwnSlots{})))
 }
 
 func TestMark(t *testing.T) {

@@ -1,16 +1,30 @@
-// Package schema holds the one definition of the sys_sequence table, from
-// which both ent's migration (Table) and the lease's own ensure step
-// (CreateSQL) are made, so the two can never drift apart.
+// Package schema holds the one definition of entflake's two tables, from
+// which both ent's migration (Tables) and the lease's own ensure step
+// (CreateStatements) are made, so the two can never drift apart.
 //
-//	sys_sequence(
+//	sys_sequence(                                     -- the counter, shared with the Java allocator
 //	  service_name VARCHAR(64)  PRIMARY KEY,          -- '__global__' is the pool row; others are audit rows
-//	  worker_id    INT NOT NULL DEFAULT 0,            -- pool row: last worker id handed out; audit row: the id this service took last
+//	  worker_id    INT NOT NULL DEFAULT 0,            -- pool row: last counter value; audit row: the id this service took last
 //	  instance     VARCHAR(128) NULL,                 -- who took it: service@host@pid@start-millis
 //	  updated_at   DATETIME NOT NULL DEFAULT CURRENT_TIMESTAMP)
 //
-// The columns are those of the Java allocator this design comes from, so Go
-// and Java services can share one table and one pool. The updated_at default
-// matters to the Java code, which inserts the pool row without that column.
+//	sys_sequence_slot(                                -- one row per worker id, made when first taken
+//	  worker_id    INT PRIMARY KEY,                   -- 0 .. 2^workerBits-1
+//	  service_name VARCHAR(64) NULL,                  -- the holder's service
+//	  instance     VARCHAR(128) NULL,                 -- the holder: service@host@pid@start-millis
+//	  fence        BIGINT NOT NULL DEFAULT 0,         -- +1 at every take; renewals and the release name it
+//	  beats        BIGINT NOT NULL DEFAULT 0,         -- +1 at every write, so that every write changes the row
+//	  taken_ms     BIGINT NOT NULL DEFAULT 0,         -- database clock at the take, Unix ms
+//	  expires_ms   BIGINT NOT NULL DEFAULT 0,         -- database clock, Unix ms, after which the slot is free; 0 = released
+//	  promise_ms   BIGINT NOT NULL DEFAULT 0,         -- the highest ID time (Unix ms) its holder may issue
+//	  layout       VARCHAR(64) NULL,                  -- the holder's bit split and epoch
+//	  updated_at   DATETIME NOT NULL DEFAULT CURRENT_TIMESTAMP,
+//	  INDEX sys_sequence_slot_expires_ms (expires_ms))
+//
+// The columns of sys_sequence are those of the Java allocator this design
+// comes from, so Go and Java services can share one table and one counter.
+// The updated_at default matters to the Java code, which inserts the pool row
+// without that column. The Java code never touches the slot table.
 //
 // The package is named for what it holds; generated ent code imports ent's
 // own entgo.io/ent/dialect/sql/schema as well, so import one of them under
@@ -28,10 +42,16 @@ import (
 	"entgo.io/ent/schema/field"
 )
 
-// Names and sizes of the table.
+// Names and sizes of the tables.
 const (
-	// TableName is the table's name, shared with the Java allocator.
+	// TableName is the counter's table, shared with the Java allocator.
 	TableName = "sys_sequence"
+	// SlotTableName is the table of worker-id slots: who holds which worker
+	// id, until when, and how far its IDs may go.
+	SlotTableName = "sys_sequence_slot"
+	// SlotExpiresIndex indexes the slots by expiry, so that finding the live
+	// ones (the layout guard, counting live holders) reads only those.
+	SlotExpiresIndex = "sys_sequence_slot_expires_ms"
 	// PoolService is the service_name of the one row every service takes its
 	// worker id from.
 	PoolService = "__global__"
@@ -41,9 +61,11 @@ const (
 	ServiceNameSize = 64
 	// InstanceSize is the most characters of an instance tag.
 	InstanceSize = 128
+	// LayoutSize is the most characters of a slot's layout.
+	LayoutSize = 64
 )
 
-// Column names.
+// Column names of sys_sequence.
 const (
 	ColumnServiceName = "service_name"
 	ColumnWorkerID    = "worker_id"
@@ -51,21 +73,36 @@ const (
 	ColumnUpdatedAt   = "updated_at"
 )
 
+// Column names of sys_sequence_slot that sys_sequence does not have (it
+// shares worker_id, service_name, instance and updated_at).
+const (
+	ColumnFence     = "fence"
+	ColumnBeats     = "beats"
+	ColumnTakenMs   = "taken_ms"
+	ColumnExpiresMs = "expires_ms"
+	ColumnPromiseMs = "promise_ms"
+	ColumnLayout    = "layout"
+)
+
+// Tables returns the definitions of both tables, for ent's migrate.Tables.
+func Tables() []*entschema.Table { return []*entschema.Table{Table(), SlotTable()} }
+
 // Table returns the sys_sequence definition as an ent migration table. Each
 // call returns a fresh value, since ent's migration links and annotates the
 // tables it is given.
 //
-// Every column spells its type per dialect (SchemaType), and CreateSQL writes
-// exactly those types, so a table made by the lease's ensure step and one made
-// by ent's migration are the same table, and migrating one never alters it.
-// There is no ON UPDATE clause on updated_at: every statement that writes a
-// row sets it, and ent's migration could not describe the clause.
+// Every column spells its type per dialect (SchemaType), and
+// CreateStatements writes exactly those types, so a table made by the
+// lease's ensure step and one made by ent's migration are the same table,
+// and migrating one never alters it. There is no ON UPDATE clause on
+// updated_at: every statement that writes a row sets it, and ent's migration
+// could not describe the clause.
 func Table() *entschema.Table {
 	serviceName := &entschema.Column{
 		Name: ColumnServiceName, Type: field.TypeString, Size: ServiceNameSize,
 		SchemaType: varchar(ServiceNameSize),
 	}
-	t := &entschema.Table{
+	return &entschema.Table{
 		Name: TableName,
 		Columns: []*entschema.Column{
 			serviceName,
@@ -77,16 +114,65 @@ func Table() *entschema.Table {
 				Name: ColumnInstance, Type: field.TypeString, Size: InstanceSize, Nullable: true,
 				SchemaType: varchar(InstanceSize),
 			},
-			{
-				// A string default on a time column is written raw by ent, on
-				// every MySQL version (an Expr default is dropped before 8.0).
-				Name: ColumnUpdatedAt, Type: field.TypeTime, Default: "CURRENT_TIMESTAMP",
-				SchemaType: types("datetime", "timestamp with time zone", "datetime"),
-			},
+			updatedAt(),
 		},
 		PrimaryKey: []*entschema.Column{serviceName},
 	}
-	return t
+}
+
+// SlotTable returns the sys_sequence_slot definition as an ent migration
+// table (fresh at each call, as Table). The millisecond columns are integers
+// on every dialect, read and written against the database's clock in
+// milliseconds, so no time zone or DATETIME precision enters the
+// comparisons that decide who may take a slot.
+func SlotTable() *entschema.Table {
+	workerID := &entschema.Column{
+		Name: ColumnWorkerID, Type: field.TypeInt32,
+		SchemaType: types("int", "integer", "integer"),
+	}
+	expires := bigint(ColumnExpiresMs)
+	return &entschema.Table{
+		Name: SlotTableName,
+		Columns: []*entschema.Column{
+			workerID,
+			{
+				Name: ColumnServiceName, Type: field.TypeString, Size: ServiceNameSize, Nullable: true,
+				SchemaType: varchar(ServiceNameSize),
+			},
+			{
+				Name: ColumnInstance, Type: field.TypeString, Size: InstanceSize, Nullable: true,
+				SchemaType: varchar(InstanceSize),
+			},
+			bigint(ColumnFence),
+			bigint(ColumnBeats),
+			bigint(ColumnTakenMs),
+			expires,
+			bigint(ColumnPromiseMs),
+			{
+				Name: ColumnLayout, Type: field.TypeString, Size: LayoutSize, Nullable: true,
+				SchemaType: varchar(LayoutSize),
+			},
+			updatedAt(),
+		},
+		PrimaryKey: []*entschema.Column{workerID},
+		Indexes:    []*entschema.Index{{Name: SlotExpiresIndex, Columns: []*entschema.Column{expires}}},
+	}
+}
+
+func bigint(name string) *entschema.Column {
+	return &entschema.Column{
+		Name: name, Type: field.TypeInt64, Default: 0,
+		SchemaType: types("bigint", "bigint", "integer"),
+	}
+}
+
+func updatedAt() *entschema.Column {
+	// A string default on a time column is written raw by ent, on every
+	// MySQL version (an Expr default is dropped before 8.0).
+	return &entschema.Column{
+		Name: ColumnUpdatedAt, Type: field.TypeTime, Default: "CURRENT_TIMESTAMP",
+		SchemaType: types("datetime", "timestamp with time zone", "datetime"),
+	}
 }
 
 func types(mysql, postgres, sqlite string) map[string]string {
@@ -94,7 +180,7 @@ func types(mysql, postgres, sqlite string) map[string]string {
 }
 
 // varchar is the same varchar(n) on every dialect, sized from the constant
-// that ValidateService and TruncateInstance also check against.
+// that the validation of the values also checks against.
 func varchar(n int) map[string]string {
 	t := fmt.Sprintf("varchar(%d)", n)
 	return types(t, t, t)
@@ -119,44 +205,65 @@ func CheckDialect(d string) error {
 		ErrUnknownDialect, d, dialect.MySQL, dialect.Postgres, dialect.SQLite)
 }
 
-// CreateSQL returns the idempotent CREATE TABLE IF NOT EXISTS statement of
-// sys_sequence for a dialect, written from Table.
+// CreateStatements returns the idempotent DDL of both tables for a dialect,
+// written from Tables, one statement a string (CREATE TABLE IF NOT EXISTS;
+// on PostgreSQL and SQLite also CREATE INDEX IF NOT EXISTS, which MySQL
+// lacks, so there the index is part of its CREATE TABLE).
 //
-// On MySQL it names the character set and collation that ent's migration
-// gives every table (utf8mb4, utf8mb4_bin), which exist on MySQL 5.7, 8.x and
-// MariaDB alike; the source's utf8mb4_0900_ai_ci does not exist on MariaDB.
-func CreateSQL(d string) (string, error) {
+// On MySQL each table names the character set and collation that ent's
+// migration gives every table (utf8mb4, utf8mb4_bin), which exist on MySQL
+// 5.7, 8.x and MariaDB alike; the source's utf8mb4_0900_ai_ci does not exist
+// on MariaDB.
+func CreateStatements(d string) ([]string, error) {
 	if err := CheckDialect(d); err != nil {
-		return "", err
+		return nil, err
 	}
 	quote := func(s string) string { return `"` + s + `"` }
 	if d == dialect.MySQL {
 		quote = func(s string) string { return "`" + s + "`" }
 	}
-	t := Table()
-	var b strings.Builder
-	fmt.Fprintf(&b, "CREATE TABLE IF NOT EXISTS %s (", quote(t.Name))
-	for _, c := range t.Columns {
-		fmt.Fprintf(&b, "%s %s", quote(c.Name), c.SchemaType[d])
-		if c.Nullable {
-			b.WriteString(" NULL")
-		} else {
-			b.WriteString(" NOT NULL")
+	names := func(cs []*entschema.Column) string {
+		q := make([]string, len(cs))
+		for i, c := range cs {
+			q[i] = quote(c.Name)
 		}
-		if c.Default != nil {
-			fmt.Fprintf(&b, " DEFAULT %v", c.Default)
+		return strings.Join(q, ", ")
+	}
+	var stmts []string
+	for _, t := range Tables() {
+		var b strings.Builder
+		fmt.Fprintf(&b, "CREATE TABLE IF NOT EXISTS %s (", quote(t.Name))
+		for _, c := range t.Columns {
+			fmt.Fprintf(&b, "%s %s", quote(c.Name), c.SchemaType[d])
+			if c.Nullable {
+				b.WriteString(" NULL")
+			} else {
+				b.WriteString(" NOT NULL")
+			}
+			if c.Default != nil {
+				fmt.Fprintf(&b, " DEFAULT %v", c.Default)
+			}
+			b.WriteString(", ")
 		}
-		b.WriteString(", ")
+		fmt.Fprintf(&b, "PRIMARY KEY (%s)", names(t.PrimaryKey))
+		for _, ix := range t.Indexes {
+			if d == dialect.MySQL {
+				fmt.Fprintf(&b, ", INDEX %s (%s)", quote(ix.Name), names(ix.Columns))
+			}
+		}
+		b.WriteString(")")
+		if d == dialect.MySQL {
+			b.WriteString(" DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin")
+		}
+		stmts = append(stmts, b.String())
+		for _, ix := range t.Indexes {
+			if d != dialect.MySQL {
+				stmts = append(stmts, fmt.Sprintf("CREATE INDEX IF NOT EXISTS %s ON %s (%s)",
+					quote(ix.Name), quote(t.Name), names(ix.Columns)))
+			}
+		}
 	}
-	pk := make([]string, len(t.PrimaryKey))
-	for i, c := range t.PrimaryKey {
-		pk[i] = quote(c.Name)
-	}
-	fmt.Fprintf(&b, "PRIMARY KEY (%s))", strings.Join(pk, ", "))
-	if d == dialect.MySQL {
-		b.WriteString(" DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin")
-	}
-	return b.String(), nil
+	return stmts, nil
 }
 
 // ValidateService returns ErrInvalidService, saying why, unless name fits the

@@ -16,25 +16,52 @@ import (
 	"github.com/entflake/entflake/schema"
 )
 
-func TestCreateSQL(t *testing.T) {
-	want := map[string]string{
-		dialect.MySQL: "CREATE TABLE IF NOT EXISTS `sys_sequence` (`service_name` varchar(64) NOT NULL, " +
-			"`worker_id` int NOT NULL DEFAULT 0, `instance` varchar(128) NULL, " +
-			"`updated_at` datetime NOT NULL DEFAULT CURRENT_TIMESTAMP, PRIMARY KEY (`service_name`)) " +
-			"DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
-		dialect.Postgres: `CREATE TABLE IF NOT EXISTS "sys_sequence" ("service_name" varchar(64) NOT NULL, ` +
-			`"worker_id" integer NOT NULL DEFAULT 0, "instance" varchar(128) NULL, ` +
-			`"updated_at" timestamp with time zone NOT NULL DEFAULT CURRENT_TIMESTAMP, PRIMARY KEY ("service_name"))`,
-		dialect.SQLite: `CREATE TABLE IF NOT EXISTS "sys_sequence" ("service_name" varchar(64) NOT NULL, ` +
-			`"worker_id" integer NOT NULL DEFAULT 0, "instance" varchar(128) NULL, ` +
-			`"updated_at" datetime NOT NULL DEFAULT CURRENT_TIMESTAMP, PRIMARY KEY ("service_name"))`,
+func TestCreateStatements(t *testing.T) {
+	want := map[string][]string{
+		dialect.MySQL: {
+			"CREATE TABLE IF NOT EXISTS `sys_sequence` (`service_name` varchar(64) NOT NULL, " +
+				"`worker_id` int NOT NULL DEFAULT 0, `instance` varchar(128) NULL, " +
+				"`updated_at` datetime NOT NULL DEFAULT CURRENT_TIMESTAMP, PRIMARY KEY (`service_name`)) " +
+				"DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
+			"CREATE TABLE IF NOT EXISTS `sys_sequence_slot` (`worker_id` int NOT NULL, " +
+				"`service_name` varchar(64) NULL, `instance` varchar(128) NULL, " +
+				"`fence` bigint NOT NULL DEFAULT 0, `beats` bigint NOT NULL DEFAULT 0, " +
+				"`taken_ms` bigint NOT NULL DEFAULT 0, `expires_ms` bigint NOT NULL DEFAULT 0, " +
+				"`promise_ms` bigint NOT NULL DEFAULT 0, `layout` varchar(64) NULL, " +
+				"`updated_at` datetime NOT NULL DEFAULT CURRENT_TIMESTAMP, PRIMARY KEY (`worker_id`), " +
+				"INDEX `sys_sequence_slot_expires_ms` (`expires_ms`)) DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
+		},
+		dialect.Postgres: {
+			`CREATE TABLE IF NOT EXISTS "sys_sequence" ("service_name" varchar(64) NOT NULL, ` +
+				`"worker_id" integer NOT NULL DEFAULT 0, "instance" varchar(128) NULL, ` +
+				`"updated_at" timestamp with time zone NOT NULL DEFAULT CURRENT_TIMESTAMP, PRIMARY KEY ("service_name"))`,
+			`CREATE TABLE IF NOT EXISTS "sys_sequence_slot" ("worker_id" integer NOT NULL, ` +
+				`"service_name" varchar(64) NULL, "instance" varchar(128) NULL, ` +
+				`"fence" bigint NOT NULL DEFAULT 0, "beats" bigint NOT NULL DEFAULT 0, ` +
+				`"taken_ms" bigint NOT NULL DEFAULT 0, "expires_ms" bigint NOT NULL DEFAULT 0, ` +
+				`"promise_ms" bigint NOT NULL DEFAULT 0, "layout" varchar(64) NULL, ` +
+				`"updated_at" timestamp with time zone NOT NULL DEFAULT CURRENT_TIMESTAMP, PRIMARY KEY ("worker_id"))`,
+			`CREATE INDEX IF NOT EXISTS "sys_sequence_slot_expires_ms" ON "sys_sequence_slot" ("expires_ms")`,
+		},
+		dialect.SQLite: {
+			`CREATE TABLE IF NOT EXISTS "sys_sequence" ("service_name" varchar(64) NOT NULL, ` +
+				`"worker_id" integer NOT NULL DEFAULT 0, "instance" varchar(128) NULL, ` +
+				`"updated_at" datetime NOT NULL DEFAULT CURRENT_TIMESTAMP, PRIMARY KEY ("service_name"))`,
+			`CREATE TABLE IF NOT EXISTS "sys_sequence_slot" ("worker_id" integer NOT NULL, ` +
+				`"service_name" varchar(64) NULL, "instance" varchar(128) NULL, ` +
+				`"fence" integer NOT NULL DEFAULT 0, "beats" integer NOT NULL DEFAULT 0, ` +
+				`"taken_ms" integer NOT NULL DEFAULT 0, "expires_ms" integer NOT NULL DEFAULT 0, ` +
+				`"promise_ms" integer NOT NULL DEFAULT 0, "layout" varchar(64) NULL, ` +
+				`"updated_at" datetime NOT NULL DEFAULT CURRENT_TIMESTAMP, PRIMARY KEY ("worker_id"))`,
+			`CREATE INDEX IF NOT EXISTS "sys_sequence_slot_expires_ms" ON "sys_sequence_slot" ("expires_ms")`,
+		},
 	}
 	for d, w := range want {
-		got, err := schema.CreateSQL(d)
+		got, err := schema.CreateStatements(d)
 		require.NoError(t, err)
 		assert.Equal(t, w, got)
 	}
-	_, err := schema.CreateSQL("sqlserver")
+	_, err := schema.CreateStatements("sqlserver")
 	assert.ErrorIs(t, err, schema.ErrUnknownDialect)
 	assert.ErrorContains(t, err, `"sqlserver"`)
 }
@@ -76,7 +103,7 @@ func TestTruncateInstance(t *testing.T) {
 	assert.Equal(t, strings.Repeat("é", 128), cut)
 }
 
-// migrate runs ent's migration (Atlas) of the sys_sequence table alone and
+// migrate runs ent's migration (Atlas) of entflake's tables alone and
 // returns the changes it planned.
 func migrate(t *testing.T, b dbtest.Backend, db *dbtest.DB) []atlas.Change {
 	t.Helper()
@@ -90,21 +117,23 @@ func migrate(t *testing.T, b dbtest.Backend, db *dbtest.DB) []atlas.Change {
 			})
 		}))
 	require.NoError(t, err)
-	require.NoError(t, m.Create(context.Background(), schema.Table()))
+	require.NoError(t, m.Create(context.Background(), schema.Tables()...))
 	return planned
 }
 
-// ensure runs CreateSQL's DDL on db, as the lease's ensure step does.
+// ensure runs CreateStatements' DDL on db, as the lease's ensure step does.
 func ensure(t *testing.T, b dbtest.Backend, db *dbtest.DB) {
 	t.Helper()
-	ddl, err := schema.CreateSQL(b.Dialect)
+	stmts, err := schema.CreateStatements(b.Dialect)
 	require.NoError(t, err)
-	_, err = db.Exec(ddl)
-	require.NoError(t, err)
+	for _, s := range stmts {
+		_, err = db.Exec(s)
+		require.NoError(t, err)
+	}
 }
 
-// TestEnsureThenMigrate: a table made by CreateSQL (the lease's ensure step)
-// is exactly what ent's migration wants: it plans no change, so a service
+// TestEnsureThenMigrate: tables made by CreateStatements (the lease's ensure
+// step) are exactly what ent's migration wants: it plans no change, so a service
 // does not ALTER the table at every start.
 func TestEnsureThenMigrate(t *testing.T) {
 	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {

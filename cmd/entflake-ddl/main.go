@@ -1,15 +1,15 @@
-// Command entflake-ddl prints the DDL of the sys_sequence table for one
-// dialect, for users of Atlas versioned migrations, whose ent:// loader reads
+// Command entflake-ddl prints the DDL of entflake's tables (sys_sequence and
+// sys_sequence_slot) for one dialect, for users of Atlas versioned migrations, whose ent:// loader reads
 // only the schema package and so never sees the table:
 //
 //	atlas migrate new sys_sequence --dir file://migrations
 //	go run github.com/entflake/entflake/cmd/entflake-ddl -dialect mysql >> migrations/<version>_sys_sequence.sql
 //	atlas migrate hash --dir file://migrations
 //
-// The statement is idempotent (CREATE TABLE IF NOT EXISTS), and it is the
-// statement the lease itself runs on a database without the table. Code
+// The statements are idempotent (CREATE ... IF NOT EXISTS), and they are the
+// statements the lease itself runs on a database without the tables. Code
 // that migrates with ent (Schema.Create, Diff, WriteTo, migrate.NamedDiff)
-// needs none of this: entext registers the table in migrate.Tables.
+// needs none of this: entext registers the tables in migrate.Tables.
 package main
 
 import (
@@ -34,11 +34,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "entflake-ddl: unexpected arguments %q\n", fs.Args())
 		return 2
 	}
-	ddl, err := schema.CreateSQL(*d)
+	stmts, err := schema.CreateStatements(*d)
 	if err != nil {
 		fmt.Fprintf(stderr, "entflake-ddl: -dialect: %v\n", err)
 		return 2
 	}
-	fmt.Fprintf(stdout, "-- sys_sequence: the worker-id pool of entflake (and of the Java allocator it follows).\n%s;\n", ddl)
+	fmt.Fprintln(stdout, "-- entflake: the worker-id counter (shared with the Java allocator it follows) and the worker-id slots.")
+	for _, s := range stmts {
+		fmt.Fprintf(stdout, "%s;\n", s)
+	}
 	return 0
 }

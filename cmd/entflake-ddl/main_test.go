@@ -12,20 +12,25 @@ import (
 	"github.com/entflake/entflake/schema"
 )
 
-// TestPrintsRunnableDDL: the printed statement is the lease's, and runs on
-// each database.
+// TestPrintsRunnableDDL: the printed statements are the lease's, and run on
+// each database, twice.
 func TestPrintsRunnableDDL(t *testing.T) {
 	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
 		var out, errs bytes.Buffer
 		assert.Equal(t, 0, run([]string{"-dialect", b.Dialect}, &out, &errs))
 		assert.Empty(t, errs.String())
-		want, err := schema.CreateSQL(b.Dialect)
+		want, err := schema.CreateStatements(b.Dialect)
 		assert.NoError(t, err)
-		assert.Contains(t, out.String(), want+";")
+		lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+		assert.True(t, strings.HasPrefix(lines[0], "-- "))
+		assert.Len(t, lines[1:], len(want))
 		db := b.Fresh(t)
 		for range 2 { // idempotent
-			_, err := db.Exec(strings.TrimSuffix(strings.SplitN(out.String(), "\n", 2)[1], ";\n"))
-			assert.NoError(t, err)
+			for i, l := range lines[1:] {
+				assert.Equal(t, want[i]+";", l)
+				_, err := db.Exec(strings.TrimSuffix(l, ";"))
+				assert.NoError(t, err)
+			}
 		}
 	})
 }

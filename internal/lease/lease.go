@@ -350,12 +350,14 @@ func takeReturning(ctx context.Context, x queryExecer, take, seed string, r Requ
 
 // create makes the table from the one definition and seeds the pool row.
 func create(ctx context.Context, x execer, d, seed string) error {
-	ddl, err := schema.CreateSQL(d)
+	stmts, err := schema.CreateStatements(d)
 	if err != nil {
 		return err
 	}
-	if _, err := x.ExecContext(ctx, ddl); err != nil {
-		return fmt.Errorf("create the table: %w", err)
+	for _, ddl := range stmts {
+		if _, err := x.ExecContext(ctx, ddl); err != nil {
+			return fmt.Errorf("create the tables: %w", err)
+		}
 	}
 	if _, err := x.ExecContext(ctx, seed, schema.PoolService, schema.PoolInstance); err != nil {
 		return fmt.Errorf("seed the pool row: %w", err)

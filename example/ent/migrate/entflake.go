@@ -6,10 +6,11 @@ import (
 	entflakeschema "github.com/entflake/entflake/schema"
 )
 
-// The sys_sequence table, from which entflake leases worker ids, is
-// migrated with the entities: Schema.Create creates it (if it is not there,
-// or brings it in line), and Diff and WriteTo include it. Its one definition
-// is entflake's schema.Table, which the lease also creates it from.
+// entflake's tables, the worker-id counter (sys_sequence) and the worker-id
+// slots (sys_sequence_slot), are migrated with the entities: Schema.Create
+// creates them (if they are not there, or brings them in line), and Diff and
+// WriteTo include them. Their one definition is entflake's package schema,
+// from which the lease also creates them.
 func init() {
-	Tables = append(Tables, entflakeschema.Table())
+	Tables = append(Tables, entflakeschema.Table(), entflakeschema.SlotTable())
 }
