@@ -3,13 +3,24 @@ package entflake
 import (
 	"errors"
 
+	"github.com/entflake/entflake/internal/lease"
 	"github.com/entflake/entflake/internal/snowflake"
 	"github.com/entflake/entflake/schema"
 )
 
-// Errors of NextID. Each is wrapped with the details (how far the clock
-// moved, for instance); test with errors.Is.
+// Errors of NextID and NextIDs. Each is wrapped with the details (how far
+// the clock moved, for instance); test with errors.Is. Never ignore them:
+// the ID returned with an error is 0.
 var (
+	// ErrFenced: the generator's live lease does not cover the next ID. Its
+	// renewals have failed until its clock reached the promise the database
+	// acknowledged last (it issues again once a renewal succeeds), or
+	// another instance took its worker id, or the slot's row or table is
+	// gone (ErrLeaseLost is then in the chain; it issues again once it has
+	// taken another worker id in the background). See Generator.Lease.
+	ErrFenced = snowflake.ErrFenced
+	// ErrClosed: the generator was closed.
+	ErrClosed = errors.New("generator closed")
 	// ErrClockBackwards: the clock reads before the last issued ID and the
 	// rollback policy refuses to issue: RejectRollback, a WaitRollback that did
 	// not see the clock catch up, or a rollback beyond ClampRollback's fuse.
@@ -24,8 +35,30 @@ var (
 	ErrTimeOverflow = snowflake.ErrTimeOverflow
 )
 
-// Errors of New, Open and OpenDB for bad input. A failed lease is not among
-// them: Open falls back, and logs why.
+// Errors of Open and OpenDB that are not bad input. A failed lease is not
+// among them unless WithRequireLease is given: Open falls back, and logs
+// why.
+var (
+	// ErrWorkerHeld: a fixed worker id (WithWorkerID, ENTFLAKE_WORKER_ID) is
+	// held by another live instance; the error names it.
+	ErrWorkerHeld = errors.New("worker id held by a live instance")
+	// ErrLayoutMismatch: a live instance that leases from the same tables
+	// uses another layout or epoch; the error names both. Instances that
+	// share the tables must share both (dead ones do not count).
+	ErrLayoutMismatch = errors.New("layout or epoch differs from a live instance's")
+	// ErrAllWorkersHeld: every worker id of the layout is held by a live
+	// instance. It is the reason of a fallback (or, with WithRequireLease,
+	// in the chain of ErrNoLease).
+	ErrAllWorkersHeld = errors.New("every worker id is held by a live instance")
+	// ErrNoLease: WithRequireLease was given and no worker id could be
+	// leased or registered; the reason is in the chain.
+	ErrNoLease = errors.New("no worker lease")
+	// ErrLeaseLost: in the chain of ErrFenced when another instance took
+	// the worker id, or its slot's row or table is gone.
+	ErrLeaseLost = lease.ErrLost
+)
+
+// Errors of New, Open and OpenDB for bad input.
 var (
 	// ErrInvalidLayout: the layout's widths do not add up to 22 bits, or
 	// the worker or sequence field is empty.

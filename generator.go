@@ -1,7 +1,11 @@
 package entflake
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/entflake/entflake/internal/snowflake"
@@ -13,13 +17,13 @@ type Source int
 // The rungs of the ladder, in the order Open tries them.
 const (
 	// SourceExplicit: a fixed worker id, from New, WithWorkerID or
-	// ENTFLAKE_WORKER_ID. Its uniqueness is the deployment's business.
+	// ENTFLAKE_WORKER_ID. With a database, Open registers it in its slot.
 	SourceExplicit Source = iota + 1
-	// SourceLease: a worker id leased from the sys_sequence pool, unique
-	// among everything that leased from the same pool (until it wraps).
+	// SourceLease: a worker id leased from the slot table, held by no other
+	// live instance that leases from the same tables.
 	SourceLease
 	// SourceFallback: a hash of the service, host and process; not
-	// coordinated with anyone, so it can collide (see Open).
+	// coordinated with anyone, so it can collide (see OpenDB).
 	SourceFallback
 )
 
@@ -36,19 +40,109 @@ func (s Source) String() string {
 	return fmt.Sprintf("Source(%d)", int(s))
 }
 
+// LeaseState says how a generator holds its worker id now.
+type LeaseState int
+
+// The states of a generator's lease.
+const (
+	// LeaseNone: no lease and none sought: New, or a fixed worker id without
+	// a database.
+	LeaseNone LeaseState = iota
+	// LeaseHeld: a live lease on a slot, renewed on time.
+	LeaseHeld
+	// LeaseRenewing: renewals are failing; the generator still issues IDs
+	// up to the promise the database acknowledged last.
+	LeaseRenewing
+	// LeaseFenced: renewals have failed until the clock reached the
+	// promise; NextID returns ErrFenced until a renewal succeeds.
+	LeaseFenced
+	// LeaseLost: the slot was taken by another instance, or its row or
+	// table is gone; NextID returns ErrFenced until a new lease is taken.
+	LeaseLost
+	// LeaseReleased: Close released the slot; NextID returns ErrClosed.
+	LeaseReleased
+	// LeaseLifetime: WithLifetimeLease's counter value, held for the life
+	// of the process with no slot (see WithLifetimeLease for its risk).
+	LeaseLifetime
+	// LeaseFallback: a worker id from the fallback hash, while a lease is
+	// sought in the background.
+	LeaseFallback
+	// LeaseUnregistered: a fixed worker id that could not be registered in
+	// its slot yet, while registration is retried in the background.
+	LeaseUnregistered
+)
+
+// String names the state: "none", "held", "renewing", "fenced", "lost",
+// "released", "lifetime", "fallback" or "unregistered".
+func (s LeaseState) String() string {
+	switch s {
+	case LeaseNone:
+		return "none"
+	case LeaseHeld:
+		return "held"
+	case LeaseRenewing:
+		return "renewing"
+	case LeaseFenced:
+		return "fenced"
+	case LeaseLost:
+		return "lost"
+	case LeaseReleased:
+		return "released"
+	case LeaseLifetime:
+		return "lifetime"
+	case LeaseFallback:
+		return "fallback"
+	case LeaseUnregistered:
+		return "unregistered"
+	}
+	return fmt.Sprintf("LeaseState(%d)", int(s))
+}
+
+// LeaseStatus is a snapshot of how a generator holds its worker id.
+type LeaseStatus struct {
+	// Source is the rung the worker id came from; a fallback upgraded to a
+	// lease reports SourceLease.
+	Source Source
+	// State is how the worker id is held now.
+	State LeaseState
+	// WorkerID is the worker id the generator issues under.
+	WorkerID int64
+	// Fence is the slot's fencing number for this holder (0 without a slot).
+	Fence int64
+	// Promise is the highest ID time the database acknowledged for this
+	// holder; the generator issues no ID past it. Zero when no promise
+	// binds (no slot, or a slot that needs no renewal).
+	Promise time.Time
+	// Renewed is when (local time) the last renewal, or the take, was
+	// acknowledged.
+	Renewed time.Time
+	// Err is the last error of a renewal or a background lease, nil once
+	// one succeeds.
+	Err error
+}
+
 // Generator issues snowflake IDs for one worker id. It is safe for
 // concurrent use; NextID does not allocate and never touches the database.
+// A generator from Open or OpenDB may hold a live lease that it renews in
+// the background: Close it when done (before closing the database), so that
+// its worker id is free at once for the next instance.
 type Generator struct {
 	g        *snowflake.Generator
-	source   Source
 	service  string
 	instance string
+	logger   *slog.Logger
+	k        *keeper // the lease's background work, if any
+
+	mu     sync.Mutex
+	status LeaseStatus
+	closed bool
 }
 
 // New returns a generator with a fixed worker id and no database: for tests,
 // tools, and deployments that assign worker ids themselves. Its Source is
 // SourceExplicit. The lease options (WithLeaseDB, WithLeaseTimeout,
-// WithClockSkewCheck) and WithWorkerID are errors here; use Open for them.
+// WithClockSkewCheck, WithHeartbeat, WithLifetimeLease, WithRequireLease)
+// and WithWorkerID are errors here; use Open for them.
 func New(workerID int64, opts ...Option) (*Generator, error) {
 	c := newConfig(opts)
 	switch {
@@ -74,29 +168,64 @@ func New(workerID int64, opts ...Option) (*Generator, error) {
 //
 // When the 4096 IDs of a millisecond (with the default layout) are used up,
 // NextID waits for the next millisecond by spinning, since time.Sleep would
-// oversleep it. It returns an error only when the rollback policy refuses a
-// clock that went back (ErrClockBackwards, ErrClockSequenceExhausted), the
-// clock reads before the epoch, or the time field overflows.
+// oversleep it. It returns an error, and never an ID, when:
+//
+//   - the rollback policy refuses a clock that went back (ErrClockBackwards,
+//     ErrClockSequenceExhausted);
+//   - the clock reads before the epoch (ErrClockBeforeEpoch) or the time
+//     field overflows (ErrTimeOverflow);
+//   - the generator's live lease does not cover the next ID (ErrFenced):
+//     its renewals have failed until its clock reached the promise, or its
+//     worker id was taken by another instance. It issues again once a
+//     renewal or a new lease succeeds;
+//   - the generator was closed (ErrClosed).
+//
+// Check the error: id, _ := gen.NextID() is a bug, since the 0 it yields on
+// error is then used as a primary key.
 func (g *Generator) NextID() (int64, error) { return g.g.NextID() }
 
 // NextIDs fills ids with new IDs, as many NextID calls would, in increasing
 // order, for a batch that needs many IDs at once (the rows of a bulk
 // insert). It claims a run of a millisecond's sequence numbers with one
-// clock read and one atomic operation. On error, the IDs before the failing
-// one are filled in.
+// clock read and one atomic operation. It returns NextID's errors; on
+// error, the IDs before the failing one are filled in.
 func (g *Generator) NextIDs(ids []int64) error { return g.g.NextIDs(ids) }
 
-// WorkerID returns the generator's worker id.
+// WorkerID returns the worker id the generator issues under now: a
+// fallback upgraded to a lease, or a lost lease replaced, changes it.
 func (g *Generator) WorkerID() int64 { return g.g.WorkerID() }
 
-// Source returns the rung of the ladder that produced the worker id.
-func (g *Generator) Source() Source { return g.source }
+// Source returns the rung of the ladder that produced the worker id in use.
+func (g *Generator) Source() Source {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.status.Source
+}
+
+// Lease returns how the generator holds its worker id now.
+func (g *Generator) Lease() LeaseStatus {
+	g.mu.Lock()
+	s := g.status
+	g.mu.Unlock()
+	s.WorkerID = g.g.WorkerID()
+	if s.State == LeaseRenewing && g.g.Clock().Now().UnixMilli()-g.g.EpochMilli() > g.g.Limit() {
+		s.State = LeaseFenced // the clock has passed the promise
+	}
+	return s
+}
+
+// update changes the status under the lock.
+func (g *Generator) update(f func(s *LeaseStatus)) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	f(&g.status)
+}
 
 // Service returns the service name given with WithService, if any.
 func (g *Generator) Service() string { return g.service }
 
-// Instance returns the tag recorded in sys_sequence when the worker id was
-// leased (service@host@pid@start-millis), or "" for other sources.
+// Instance returns the tag recorded with the worker id's slot
+// (service@host@pid@start-millis), or "" when the generator has none.
 func (g *Generator) Instance() string { return g.instance }
 
 // Layout returns the generator's layout.
@@ -112,4 +241,61 @@ func (g *Generator) Epoch() time.Time { return time.UnixMilli(g.g.EpochMilli()).
 // epoch.
 func (g *Generator) Decode(id int64) (Parts, error) {
 	return decode(id, g.Layout(), g.g.EpochMilli())
+}
+
+// Close stops the generator and frees its worker id: first it stops issuing
+// (no NextID succeeds after Close begins, and the last ID issued is known
+// exactly), then it stops the background renewals, and then it releases
+// the slot, leaving the last issued millisecond as its promise, so that the
+// next holder of the worker id starts above it at once. Later calls of
+// NextID return ErrClosed, and so does a second Close.
+//
+// Close uses the database the generator leased from: call it before
+// closing that database (with ent, before client.Close(); deferred calls
+// run in reverse, so defer client.Close() first and gen.Close() after it).
+// An error means the release did not reach the database: the slot is then
+// free once its TTL passes, and no ID above the promise was issued either
+// way.
+func (g *Generator) Close() error {
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return fmt.Errorf("entflake: Close: %w", ErrClosed)
+	}
+	g.closed = true
+	g.mu.Unlock()
+	last := g.g.Stop(fmt.Errorf("entflake: NextID: %w", ErrClosed))
+	var err error
+	if g.k != nil {
+		err = g.k.close(last)
+	}
+	g.update(func(s *LeaseStatus) { s.State = LeaseReleased })
+	return err
+}
+
+// waitClock sleeps until clk reads at least until, or ctx ends.
+func waitClock(ctx context.Context, clk Clock, until time.Time) error {
+	for {
+		d := until.Sub(clk.Now())
+		if d <= 0 {
+			return nil
+		}
+		t := time.NewTimer(min(d, 50*time.Millisecond))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("waiting %v for the clock to pass the worker id's floor: %w", d.Round(time.Millisecond), ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// errIs reports whether err is any of targets.
+func errIs(err error, targets ...error) bool {
+	for _, t := range targets {
+		if errors.Is(err, t) {
+			return true
+		}
+	}
+	return false
 }

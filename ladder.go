@@ -8,7 +8,6 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"os"
-	"strconv"
 	"time"
 
 	"entgo.io/ent/dialect"
@@ -45,24 +44,41 @@ func Open(ctx context.Context, drv dialect.Driver, opts ...Option) (*Generator, 
 //
 //  1. explicit: WithWorkerID, or else the environment variable
 //     ENTFLAKE_WORKER_ID. A malformed or out-of-range value is an error.
-//  2. lease: a worker id taken from the sys_sequence pool in db (or in
-//     WithLeaseDB's database), unique platform-wide. The table is created
-//     if it is missing. The lease gives up after WithLeaseTimeout.
+//     With a database, the id is registered in its slot, as a lease: a live
+//     instance holding the same id makes Open fail with an error naming it
+//     (ErrWorkerHeld), except one of the same service and pod (POD_NAME set
+//     and equal), a crash-restarted StatefulSet pod, which is taken over
+//     above its promise. If the database cannot be reached, the id is used
+//     unregistered and registration is retried in the background.
+//  2. lease: a free slot of the slot table in db (or in WithLeaseDB's
+//     database), held by a live lease that a background heartbeat renews
+//     (see Heartbeat). No other live instance that leases from the same
+//     tables holds the same worker id. The tables are created if they are
+//     missing. The lease gives up after WithLeaseTimeout.
 //  3. fallback: a hash of the service name, host and process id, modulo the
-//     worker range, when there is no database or the lease failed.
+//     worker range, when there is no database or the lease failed. With a
+//     database, the generator keeps trying to lease in the background and
+//     switches to a leased worker id when it gets one.
 //
 // The fallback keeps start-up alive but coordinates with nobody: two
-// instances in fallback collide with probability 1 in 1024 (default layout),
-// and about 38 instances in fallback give even odds that some two share an
-// id, the birthday bound. IDs of instances that share a worker id can
-// collide. Every rung logs service, worker_id and source; the fallback logs
-// at WARN with the reason, so that it can raise an alert.
+// instances in fallback share a worker id with probability 1 in 1024
+// (default layout), about 38 of them give even odds that some two do (the
+// birthday bound), and an instance in fallback shares its id with one of N
+// live leased instances with probability about N in 1024. IDs of instances
+// that share a worker id can collide. WithRequireLease turns a failed lease
+// into an error instead. Every rung logs service, worker_id and source; the
+// fallback logs at WARN with the reason, so that it can raise an alert.
 //
-// Errors are for bad input only (an unknown dialect, a bad layout, a
-// service name the table cannot hold, no service name where the lease or
-// the fallback needs one), for a clock skew WithClockSkewCheck refuses, and
-// for ctx ending: a failed lease is logged and falls back. dialectName is
-// ent's dialect.MySQL, dialect.Postgres or dialect.SQLite.
+// Errors are for bad input (an unknown dialect, a bad layout, a service
+// name the tables cannot hold, no service name where the lease or the
+// fallback needs one), for a live holder of a fixed worker id
+// (ErrWorkerHeld), for a live instance with another layout or epoch
+// (ErrLayoutMismatch), for a clock skew WithClockSkewCheck refuses, for a
+// failed lease under WithRequireLease (ErrNoLease), and for ctx ending.
+// dialectName is ent's dialect.MySQL, dialect.Postgres or dialect.SQLite.
+//
+// A generator that holds a lease renews it in the background: Close it
+// when done, before the database.
 func OpenDB(ctx context.Context, db *sql.DB, dialectName string, opts ...Option) (*Generator, error) {
 	g, err := openDB(ctx, db, dialectName, opts)
 	if err != nil {
@@ -85,6 +101,9 @@ func openDB(ctx context.Context, db *sql.DB, dialectName string, opts []Option) 
 	if c.leaseDBSet {
 		leaseDB, leaseDialect = c.leaseDB, c.leaseDialect
 	}
+	host := hostIdentity()
+	pid := os.Getpid()
+	instance := schema.TruncateInstance(fmt.Sprintf("%s@%s@%d@%d", c.service, host, pid, time.Now().UnixMilli()))
 
 	// Rung 1: a fixed worker id.
 	id, ok, err := c.explicitWorkerID()
@@ -92,27 +111,23 @@ func openDB(ctx context.Context, db *sql.DB, dialectName string, opts []Option) 
 		return nil, err
 	}
 	if ok {
-		g, err := c.build(id, SourceExplicit, "")
-		if err != nil {
-			return nil, err
-		}
-		c.logger.LogAttrs(ctx, slog.LevelInfo, "entflake: fixed worker id",
-			slog.String("service", c.service), slog.Int64("worker_id", id), slog.String("source", SourceExplicit.String()))
-		return g, nil
+		return c.openExplicit(ctx, leaseDB, leaseDialect, id, instance)
 	}
 	if c.service == "" {
 		return nil, fmt.Errorf("%w: empty; WithService is required to lease a worker id or hash one, "+
 			"unless WithWorkerID or %s fixes it", ErrInvalidService, EnvWorkerID)
 	}
-	host := hostIdentity()
-	pid := os.Getpid()
 
 	// Rung 2: the lease.
 	var reason error
 	if leaseDB != nil {
-		instance := schema.TruncateInstance(fmt.Sprintf("%s@%s@%d@%d", c.service, host, pid, time.Now().UnixMilli()))
-		g, err := c.lease(ctx, leaseDB, leaseDialect, instance)
-		if err == nil || errors.Is(err, ErrClockSkew) {
+		var g *Generator
+		if c.lifetime {
+			g, err = c.openLifetime(ctx, leaseDB, leaseDialect, instance)
+		} else {
+			g, err = c.openLease(ctx, c.keeper(leaseDB, leaseDialect, instance, SourceLease))
+		}
+		if err == nil || errIs(err, ErrClockSkew, ErrLayoutMismatch) {
 			return g, err
 		}
 		if ctx.Err() != nil {
@@ -124,102 +139,223 @@ func openDB(ctx context.Context, db *sql.DB, dialectName string, opts []Option) 
 	} else {
 		reason = errors.New("no database to lease from")
 	}
+	if c.requireLease {
+		return nil, fmt.Errorf("%w: %w", ErrNoLease, reason)
+	}
 
 	// Rung 3: the fallback hash.
 	workers := c.layout.workers()
 	id = fallbackWorkerID(c.service, host, pid, workers)
-	g, err := c.build(id, SourceFallback, "")
+	g, err := c.build(id, SourceFallback, instance)
 	if err != nil {
 		return nil, err
 	}
+	if leaseDB != nil && !c.lifetime {
+		g.status.State = LeaseFallback
+		g.k = c.keeper(leaseDB, leaseDialect, instance, SourceLease)
+		g.k.g = g
+	}
+	g.status.Err = reason
 	c.logger.LogAttrs(ctx, slog.LevelWarn, "entflake: worker id from the fallback hash, not coordinated with other instances",
 		slog.String("service", c.service), slog.Int64("worker_id", id), slog.String("source", SourceFallback.String()),
 		slog.String("reason", reason.Error()),
+		slog.Bool("retrying_lease", g.k != nil),
 		slog.String("risk", fmt.Sprintf("any instance with the same worker id can issue the same IDs; "+
-			"two instances in fallback share one with probability 1/%d, and about %d give even odds",
-			workers, evenOdds(workers))))
+			"two instances in fallback share one with probability 1/%d, about %d give even odds, "+
+			"and one in fallback meets one of N live leased instances with probability about N/%d",
+			workers, evenOdds(workers), workers)))
+	if g.k != nil {
+		g.k.start()
+	}
 	return g, nil
 }
 
-// lease runs rung 2 under the lease timeout and logs its outcome.
-func (c *config) lease(ctx context.Context, db *sql.DB, dialectName, instance string) (*Generator, error) {
+// keeper makes the run-time half of a lease from db for this configuration.
+func (c *config) keeper(db *sql.DB, dialectName, instance string, source Source) *keeper {
+	hb := c.heartbeat
+	return &keeper{
+		log: c.logger, hb: hb, source: source, timeout: c.leaseTimeout, clock: c.clock,
+		epochMs: c.epoch.UnixMilli(), lead: c.maxLead,
+		req: lease.Request{
+			DB: db, Dialect: dialectName, Service: c.service, Instance: instance, Layout: c.layoutTag(),
+			Workers: c.layout.workers(), Now: c.clock.Now, TTL: hb.TTL, Horizon: hb.horizon(), Lead: c.maxLead,
+		},
+	}
+}
+
+// openLease runs rung 2 (and rung 1's registration) under the lease
+// timeout: it takes a slot, checks the clocks, waits for the slot's floor,
+// and starts the heartbeat.
+func (c *config) openLease(ctx context.Context, k *keeper) (*Generator, error) {
 	lctx, cancel := context.WithTimeout(ctx, c.leaseTimeout)
 	defer cancel()
-	l, err := lease.Take(lctx, lease.Request{
-		DB: db, Dialect: dialectName, Service: c.service, Instance: instance,
-		Workers: c.layout.workers(), Now: c.clock.Now,
-	})
+	private, err := lease.Private(lctx, k.req.DB, k.req.Dialect)
+	if err != nil {
+		return nil, err
+	}
+	k.private, k.req.Forever = private, private
+	slot, err := lease.Take(lctx, k.req)
+	if err != nil {
+		return nil, mapLeaseError(err)
+	}
+	h := lease.Holding{DB: k.req.DB, Dialect: k.req.Dialect, WorkerID: slot.WorkerID, Fence: slot.Fence}
+	giveBack := func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.heartbeat.Timeout)
+		defer cancel()
+		_ = lease.Release(rctx, h, slot.Floor-1)
+	}
+	attrs := []slog.Attr{slog.String("service", c.service), slog.Int64("worker_id", slot.WorkerID),
+		slog.String("source", k.source.String())}
+	if err := c.checkSkew(ctx, slot.Clock, attrs); err != nil {
+		giveBack()
+		return nil, fmt.Errorf("%w, leaving worker id %d unused", err, slot.WorkerID)
+	}
+	g, err := c.build(slot.WorkerID, k.source, k.req.Instance)
+	if err != nil {
+		giveBack()
+		return nil, err
+	}
+	k.g, g.k = g, k
+	if err := k.adopt(lctx, slot); err != nil {
+		return nil, err
+	}
+	if len(slot.Created) > 0 {
+		c.logger.LogAttrs(ctx, slog.LevelInfo, "entflake: created the lease tables",
+			append(attrs, slog.Any("tables", slot.Created))...)
+	}
+	if slot.Reseeded {
+		c.logger.LogAttrs(ctx, slog.LevelInfo, "entflake: the worker-id counter row was missing and was put back", attrs...)
+	}
+	if slot.Recovered {
+		c.logger.LogAttrs(ctx, slog.LevelInfo, "entflake: the connection broke before the database confirmed the lease; "+
+			"the slot, read again, shows it taken", attrs...)
+	}
+	if slot.TookOver {
+		c.logger.LogAttrs(ctx, slog.LevelWarn, "entflake: took over the slot of a live instance of the same pod",
+			append(attrs, slog.String("previous", slot.Previous))...)
+	}
+	promise := "none"
+	if !private {
+		promise = time.UnixMilli(slot.Promise).UTC().Format(millisUTC)
+	}
+	c.logger.LogAttrs(ctx, slog.LevelInfo, "entflake: worker id leased", append(attrs,
+		slog.String("instance", k.req.Instance), slog.Int64("fence", slot.Fence), slog.String("promise", promise),
+		slog.Int("misses", slot.Misses), slog.Duration("clock_skew", slot.Skew.Round(time.Millisecond)))...)
+	k.start()
+	return g, nil
+}
+
+// openExplicit runs rung 1: a fixed worker id, registered in its slot when
+// there is a database.
+func (c *config) openExplicit(ctx context.Context, db *sql.DB, dialectName string, id int64, instance string) (*Generator, error) {
+	attrs := []slog.Attr{slog.String("service", c.service), slog.Int64("worker_id", id),
+		slog.String("source", SourceExplicit.String())}
+	if db == nil || c.lifetime {
+		g, err := c.build(id, SourceExplicit, "")
+		if err != nil {
+			return nil, err
+		}
+		c.logger.LogAttrs(ctx, slog.LevelInfo, "entflake: fixed worker id, not registered", append(attrs,
+			slog.String("reason", "no database"))...)
+		return g, nil
+	}
+	if c.service == "" {
+		return nil, fmt.Errorf("%w: empty; WithService is required to register a fixed worker id in its slot "+
+			"(pass no database to use it unregistered)", ErrInvalidService)
+	}
+	k := c.keeper(db, dialectName, instance, SourceExplicit)
+	k.req.Explicit, k.req.WorkerID = true, id
+	if pod := os.Getenv("POD_NAME"); pod != "" {
+		// The same service on the same pod: a crash-restarted StatefulSet
+		// pod, whose old incarnation is dead even if its slot still looks
+		// live. Its slot is taken over above its promise.
+		k.req.TakeOver = c.service + "@" + pod + "@"
+	}
+	g, err := c.openLease(ctx, k)
+	if err == nil || errIs(err, ErrClockSkew, ErrLayoutMismatch, ErrWorkerHeld) {
+		return g, err
+	}
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("registration abandoned: %w", err)
+	}
+	if c.requireLease {
+		return nil, fmt.Errorf("%w: register worker id %d: %w", ErrNoLease, id, err)
+	}
+	g, berr := c.build(id, SourceExplicit, instance)
+	if berr != nil {
+		return nil, berr
+	}
+	g.status.State, g.status.Err = LeaseUnregistered, err
+	k.g, g.k = g, k
+	c.logger.LogAttrs(ctx, slog.LevelWarn, "entflake: fixed worker id not registered; retrying in the background",
+		append(attrs, slog.String("reason", err.Error()),
+			slog.String("risk", "another live instance with the same worker id would go unnoticed until registration succeeds"))...)
+	k.start()
+	return g, nil
+}
+
+// openLifetime runs rung 2 with WithLifetimeLease: the counter's next value,
+// for life.
+func (c *config) openLifetime(ctx context.Context, db *sql.DB, dialectName, instance string) (*Generator, error) {
+	lctx, cancel := context.WithTimeout(ctx, c.leaseTimeout)
+	defer cancel()
+	k := c.keeper(db, dialectName, instance, SourceLease)
+	l, err := lease.TakeForLife(lctx, k.req)
 	if err != nil {
 		return nil, err
 	}
 	attrs := []slog.Attr{slog.String("service", c.service), slog.Int64("worker_id", l.WorkerID),
 		slog.String("source", SourceLease.String())}
-	warn := func(msg string, extra ...slog.Attr) {
-		c.logger.LogAttrs(ctx, slog.LevelWarn, msg, append(attrs, extra...)...)
-	}
-	if l.Created {
-		warn("entflake: created the missing sys_sequence table; the worker-id pool starts over at 0. " +
-			"If this database had a pool before (the table was dropped), live instances may hold the ids handed out from now on")
-	}
-	if l.Reseeded {
-		warn("entflake: the sys_sequence pool row was missing and was put back at 0. " +
-			"That is expected once when several instances start on a table another one has just created; " +
-			"otherwise the pool restarted, and live instances may hold the ids handed out from now on")
+	if err := c.checkSkew(ctx, l.Clock, attrs); err != nil {
+		return nil, fmt.Errorf("%w, leaving worker id %d unused", err, l.WorkerID)
 	}
 	if l.Wrapped {
-		warn("entflake: the worker-id pool wrapped around to 0; from now on a leased id may equal that of a live old instance",
-			slog.Int64("workers", c.layout.workers()))
-	}
-	if l.CommitRecovered {
-		warn("entflake: the connection broke before the database confirmed the lease; " +
-			"the pool row, read again, shows it committed, so the worker id stands")
+		c.logger.LogAttrs(ctx, slog.LevelWarn, "entflake: the lifetime worker-id counter wrapped around to 0; "+
+			"from now on a worker id may equal that of a live instance", append(attrs, slog.Int64("workers", c.layout.workers()))...)
 	}
 	if l.AuditErr != nil {
-		warn("entflake: leased a worker id but could not write the service's audit row", slog.String("error", l.AuditErr.Error()))
-	}
-	// The skew is uncertain by half the round trip that read the database
-	// clock; only what is certainly beyond the limit counts.
-	skew := l.Skew.Round(time.Millisecond)
-	if off := l.Skew.Abs() - l.RoundTrip/2; off > c.maxSkew {
-		skewAttrs := []slog.Attr{slog.Duration("skew", skew), slog.Duration("limit", c.maxSkew)}
-		if c.refuseSkew {
-			c.logger.LogAttrs(ctx, slog.LevelError, "entflake: local clock is far from the database's clock; refusing to start",
-				append(attrs, skewAttrs...)...)
-			return nil, fmt.Errorf("%w: local clock is %v off the database's (limit %v); refusing to start, "+
-				"leaving leased worker id %d unused", ErrClockSkew, skew, c.maxSkew, l.WorkerID)
-		}
-		warn("entflake: local clock is far from the database's clock", skewAttrs...)
+		c.logger.LogAttrs(ctx, slog.LevelWarn, "entflake: could not write the service's audit row",
+			append(attrs, slog.String("error", l.AuditErr.Error()))...)
 	}
 	g, err := c.build(l.WorkerID, SourceLease, instance)
 	if err != nil {
 		return nil, err
 	}
-	c.logger.LogAttrs(ctx, slog.LevelInfo, "entflake: leased worker id", append(attrs,
-		slog.String("instance", instance), slog.Duration("clock_skew", skew))...)
+	g.status.State = LeaseLifetime
+	c.logger.LogAttrs(ctx, slog.LevelInfo, "entflake: worker id leased for life", append(attrs,
+		slog.String("instance", instance), slog.Duration("clock_skew", l.Skew.Round(time.Millisecond)))...)
 	return g, nil
 }
 
-// explicitWorkerID returns the fixed worker id of rung 1, if any.
-func (c *config) explicitWorkerID() (int64, bool, error) {
-	max := c.layout.MaxWorkerID()
-	if c.workerIDSet {
-		if c.workerID < 0 || c.workerID > max {
-			return 0, false, fmt.Errorf("%w: WithWorkerID(%d) is outside 0..%d", ErrInvalidWorkerID, c.workerID, max)
-		}
-		return c.workerID, true, nil
+// checkSkew compares the local clock with the database's, as the lease read
+// it; the skew is uncertain by half the round trip, and only what is
+// certainly beyond the limit counts.
+func (c *config) checkSkew(ctx context.Context, clk lease.Clock, attrs []slog.Attr) error {
+	skew := clk.Skew.Round(time.Millisecond)
+	if off := clk.Skew.Abs() - clk.RoundTrip/2; off <= c.maxSkew {
+		return nil
 	}
-	v := os.Getenv(EnvWorkerID)
-	if v == "" {
-		return 0, false, nil
+	attrs = append(attrs, slog.Duration("skew", skew), slog.Duration("limit", c.maxSkew))
+	if c.refuseSkew {
+		c.logger.LogAttrs(ctx, slog.LevelError, "entflake: local clock is far from the database's clock; refusing to start", attrs...)
+		return fmt.Errorf("%w: local clock is %v off the database's (limit %v); refusing to start", ErrClockSkew, skew, c.maxSkew)
 	}
-	id, err := strconv.ParseInt(v, 10, 64)
-	if err != nil {
-		return 0, false, fmt.Errorf("%w: %s=%q is not a decimal integer", ErrInvalidWorkerID, EnvWorkerID, v)
+	c.logger.LogAttrs(ctx, slog.LevelWarn, "entflake: local clock is far from the database's clock", attrs...)
+	return nil
+}
+
+// mapLeaseError gives the lease's errors that Open returns their exported
+// names.
+func mapLeaseError(err error) error {
+	switch {
+	case errors.Is(err, lease.ErrHeld):
+		return fmt.Errorf("%w: %w", ErrWorkerHeld, err)
+	case errors.Is(err, lease.ErrLayout):
+		return fmt.Errorf("%w: %w", ErrLayoutMismatch, err)
+	case errors.Is(err, lease.ErrAllHeld):
+		return fmt.Errorf("%w: %w", ErrAllWorkersHeld, err)
 	}
-	if id < 0 || id > max {
-		return 0, false, fmt.Errorf("%w: %s=%d is outside 0..%d", ErrInvalidWorkerID, EnvWorkerID, id, max)
-	}
-	return id, true, nil
+	return err
 }
 
 // hostIdentity names this host the way an orchestrator does: POD_NAME (set

@@ -85,6 +85,23 @@ func sqliteTables(t *testing.T, db *sql.DB, name string) int {
 	return n
 }
 
+// closeAtEnd closes g when the test ends, so that its heartbeat stops.
+func closeAtEnd(t testing.TB, g *Generator) *Generator {
+	t.Helper()
+	if g != nil {
+		t.Cleanup(func() { _ = g.Close() })
+	}
+	return g
+}
+
+// open opens a generator on db that is closed when the test ends.
+func open(t testing.TB, db *sql.DB, dialectName string, opts ...Option) *Generator {
+	t.Helper()
+	g, err := OpenDB(context.Background(), db, dialectName, opts...)
+	require.NoError(t, err)
+	return closeAtEnd(t, g)
+}
+
 // checkIDs issues a few IDs and checks that they decode to the generator's
 // worker id.
 func checkIDs(t *testing.T, g *Generator) {
@@ -106,8 +123,7 @@ func TestLadderLease(t *testing.T) {
 		t.Setenv(EnvWorkerID, "")
 		db := b.Fresh(t)
 		sink, logOpt := newSink()
-		g, err := OpenDB(context.Background(), db.DB, b.Dialect, WithService("payments"), logOpt)
-		require.NoError(t, err)
+		g := open(t, db.DB, b.Dialect, WithService("payments"), logOpt)
 		assert.Equal(t, SourceLease, g.Source())
 		assert.Equal(t, int64(1), g.WorkerID())
 		assert.Equal(t, "payments", g.Service())
@@ -117,18 +133,23 @@ func TestLadderLease(t *testing.T) {
 		assert.Equal(t, hostIdentity(), parts[1])
 		assert.Equal(t, strconv.Itoa(os.Getpid()), parts[2])
 		checkIDs(t, g)
+		st := g.Lease()
+		assert.Equal(t, LeaseHeld, st.State)
+		assert.Equal(t, int64(1), st.Fence)
+		assert.WithinDuration(t, time.Now().Add(DefaultLeaseTTL-DefaultLeaseMargin), st.Promise, 5*time.Second)
 
-		infos := sink.find(slog.LevelInfo, "leased worker id")
+		infos := sink.find(slog.LevelInfo, "worker id leased")
 		require.Len(t, infos, 1)
-		assert.Equal(t, map[string]string{"service": "payments", "worker_id": "1", "source": "lease"},
-			pick(infos[0].attrs, "service", "worker_id", "source"))
-		// The first lease on a fresh database created the table, and says so.
-		assert.Len(t, sink.find(slog.LevelWarn, "created the missing sys_sequence table"), 1)
+		assert.Equal(t, map[string]string{"service": "payments", "worker_id": "1", "source": "lease", "fence": "1"},
+			pick(infos[0].attrs, "service", "worker_id", "source", "fence"))
+		// The first lease on a fresh database created the tables, and says
+		// so, without a warning: a fresh database is no alarm.
+		assert.Len(t, sink.find(slog.LevelInfo, "created the lease tables"), 1)
+		assert.Empty(t, sink.find(slog.LevelWarn, ""))
 
-		g2, err := OpenDB(context.Background(), db.DB, b.Dialect, WithService("payments"), logOpt)
-		require.NoError(t, err)
+		g2 := open(t, db.DB, b.Dialect, WithService("payments"), logOpt)
 		assert.Equal(t, int64(2), g2.WorkerID())
-		assert.Len(t, sink.find(slog.LevelWarn, ""), 1, "no new warning on an existing table")
+		assert.Empty(t, sink.find(slog.LevelWarn, ""))
 	})
 }
 
@@ -141,31 +162,52 @@ func pick(m map[string]string, keys ...string) map[string]string {
 }
 
 func TestLadderExplicit(t *testing.T) {
-	// A database that would fail if touched: explicit ids never lease.
 	mariadb := dbtest.Backends[0]
 	down, err := sql.Open(mariadb.Driver, mariadb.ClosedDSN(t))
 	require.NoError(t, err)
 	defer down.Close()
 
-	t.Run("option", func(t *testing.T) {
+	t.Run("option, no database", func(t *testing.T) {
 		t.Setenv(EnvWorkerID, "5")
 		sink, logOpt := newSink()
-		g, err := OpenDB(context.Background(), down, dialect.MySQL, WithWorkerID(9), logOpt)
-		require.NoError(t, err)
+		g := open(t, nil, "", WithWorkerID(9), logOpt)
 		assert.Equal(t, int64(9), g.WorkerID(), "the option wins over the environment")
 		assert.Equal(t, SourceExplicit, g.Source())
-		infos := sink.find(slog.LevelInfo, "fixed worker id")
+		assert.Equal(t, LeaseNone, g.Lease().State)
+		infos := sink.find(slog.LevelInfo, "fixed worker id, not registered")
 		require.Len(t, infos, 1)
 		assert.Equal(t, "explicit", infos[0].attrs["source"])
 		assert.Equal(t, "9", infos[0].attrs["worker_id"])
 		checkIDs(t, g)
 	})
-	t.Run("environment", func(t *testing.T) {
+	t.Run("environment, no database", func(t *testing.T) {
 		t.Setenv(EnvWorkerID, "1023")
-		g, err := OpenDB(context.Background(), down, dialect.MySQL, quiet())
-		require.NoError(t, err)
+		g := open(t, nil, "", quiet())
 		assert.Equal(t, int64(1023), g.WorkerID())
 		assert.Equal(t, SourceExplicit, g.Source())
+	})
+	t.Run("database down", func(t *testing.T) {
+		// Registration fails: the id is used, unregistered, with a warning,
+		// and registration goes on in the background.
+		t.Setenv(EnvWorkerID, "")
+		sink, logOpt := newSink()
+		g := open(t, down, dialect.MySQL, WithWorkerID(9), WithService("svc"), WithLeaseTimeout(time.Second), logOpt)
+		assert.Equal(t, int64(9), g.WorkerID())
+		assert.Equal(t, SourceExplicit, g.Source())
+		assert.Equal(t, LeaseUnregistered, g.Lease().State)
+		assert.Len(t, sink.find(slog.LevelWarn, "fixed worker id not registered"), 1)
+		checkIDs(t, g)
+		// With WithRequireLease it is an error instead.
+		_, err := OpenDB(context.Background(), down, dialect.MySQL, WithWorkerID(9), WithService("svc"),
+			WithLeaseTimeout(time.Second), WithRequireLease(), quiet())
+		assert.ErrorIs(t, err, ErrNoLease)
+		assert.ErrorContains(t, err, "register worker id 9")
+	})
+	t.Run("no service to register under", func(t *testing.T) {
+		t.Setenv(EnvWorkerID, "")
+		_, err := OpenDB(context.Background(), down, dialect.MySQL, WithWorkerID(9))
+		assert.ErrorIs(t, err, ErrInvalidService)
+		assert.ErrorContains(t, err, "required to register a fixed worker id")
 	})
 	for value, want := range map[string]string{
 		"abc":  `ENTFLAKE_WORKER_ID="abc" is not a decimal integer`,
@@ -190,9 +232,9 @@ func TestLadderExplicit(t *testing.T) {
 func TestLadderFallbackNoDatabase(t *testing.T) {
 	t.Setenv(EnvWorkerID, "")
 	sink, logOpt := newSink()
-	g, err := OpenDB(context.Background(), nil, "", WithService("reports"), logOpt)
-	require.NoError(t, err)
+	g := open(t, nil, "", WithService("reports"), logOpt)
 	assert.Equal(t, SourceFallback, g.Source())
+	assert.Equal(t, LeaseNone, g.Lease().State, "no database: no lease sought")
 	assert.Equal(t, fallbackWorkerID("reports", hostIdentity(), os.Getpid(), 1024), g.WorkerID())
 	warns := sink.find(slog.LevelWarn, "fallback hash")
 	require.Len(t, warns, 1)
@@ -203,10 +245,12 @@ func TestLadderFallbackNoDatabase(t *testing.T) {
 	assert.Contains(t, w.attrs["reason"], "no database")
 	assert.Contains(t, w.attrs["risk"], "1/1024")
 	assert.Contains(t, w.attrs["risk"], "about 38 give even odds")
+	assert.Contains(t, w.attrs["risk"], "N live leased instances with probability about N/1024")
+	assert.Equal(t, "false", w.attrs["retrying_lease"])
 	checkIDs(t, g)
 
 	// Open with a nil ent driver is the same rung.
-	g, err = Open(context.Background(), nil, WithService("reports"), logOpt)
+	g, err := Open(context.Background(), nil, WithService("reports"), logOpt)
 	require.NoError(t, err)
 	assert.Equal(t, SourceFallback, g.Source())
 }
@@ -222,10 +266,10 @@ func TestLadderFallbackServerDown(t *testing.T) {
 			defer db.Close()
 			sink, logOpt := newSink()
 			start := time.Now()
-			g, err := OpenDB(context.Background(), db, b.Dialect, WithService("svc"), WithLeaseTimeout(time.Second), logOpt)
-			require.NoError(t, err)
+			g := open(t, db, b.Dialect, WithService("svc"), WithLeaseTimeout(time.Second), logOpt)
 			assert.Less(t, time.Since(start), 3*time.Second)
 			assert.Equal(t, SourceFallback, g.Source())
+			assert.Equal(t, LeaseFallback, g.Lease().State)
 			warns := sink.find(slog.LevelWarn, "fallback hash")
 			require.Len(t, warns, 1)
 			assert.Contains(t, warns[0].attrs["reason"], "refused")
@@ -239,16 +283,14 @@ func TestLadderFallbackRowLocked(t *testing.T) {
 	t.Setenv(EnvWorkerID, "")
 	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
 		db := b.Fresh(t)
-		_, err := OpenDB(context.Background(), db.DB, b.Dialect, WithService("svc"), quiet())
-		require.NoError(t, err)
+		open(t, db.DB, b.Dialect, WithService("svc"), quiet())
 		release := db.LockPoolRow(t, b.Dialect)
 		defer release()
 
 		sink, logOpt := newSink()
 		start := time.Now()
-		g, err := OpenDB(context.Background(), db.DB, b.Dialect, WithService("svc"), WithLeaseTimeout(time.Second), logOpt)
+		g := open(t, db.DB, b.Dialect, WithService("svc"), WithLeaseTimeout(time.Second), logOpt)
 		elapsed := time.Since(start)
-		require.NoError(t, err)
 		assert.Equal(t, SourceFallback, g.Source())
 		assert.GreaterOrEqual(t, elapsed, 900*time.Millisecond, "it did wait for the lock")
 		assert.Less(t, elapsed, 3*time.Second, "within the lease timeout plus 2 s")
@@ -266,9 +308,7 @@ func TestLadderFallbackPoolExhausted(t *testing.T) {
 	require.NoError(t, err)
 	defer conn.Close()
 	start := time.Now()
-	g, err := OpenDB(context.Background(), db.DB, dialect.MySQL, WithService("svc"),
-		WithLeaseTimeout(500*time.Millisecond), quiet())
-	require.NoError(t, err)
+	g := open(t, db.DB, dialect.MySQL, WithService("svc"), WithLeaseTimeout(500*time.Millisecond), quiet())
 	assert.Equal(t, SourceFallback, g.Source())
 	assert.Less(t, time.Since(start), 2500*time.Millisecond)
 }
@@ -285,36 +325,42 @@ func TestLadderCallerContextEnded(t *testing.T) {
 }
 
 // TestLadderLeaseDB: the pool can live in another database than the
-// entities: the table appears there, not in the entities' database.
+// entities: the tables appear there, not in the entities' database.
 func TestLadderLeaseDB(t *testing.T) {
 	t.Setenv(EnvWorkerID, "")
 	entities := dbtest.SQLite(t)
 	pool := dbtest.MySQL(t)
-	g, err := OpenDB(context.Background(), entities.DB, dialect.SQLite, WithService("svc"),
-		WithLeaseDB(pool.DB, dialect.MySQL), quiet())
-	require.NoError(t, err)
+	g := open(t, entities.DB, dialect.SQLite, WithService("svc"), WithLeaseDB(pool.DB, dialect.MySQL), quiet())
 	assert.Equal(t, SourceLease, g.Source())
 	var n int
-	require.NoError(t, pool.QueryRow("SELECT COUNT(*) FROM sys_sequence WHERE service_name = 'svc'").Scan(&n))
+	require.NoError(t, pool.QueryRow("SELECT COUNT(*) FROM sys_sequence_slot WHERE service_name = 'svc'").Scan(&n))
 	assert.Equal(t, 1, n)
 	assert.Zero(t, sqliteTables(t, entities.DB, "sys_sequence"))
+	assert.Zero(t, sqliteTables(t, entities.DB, "sys_sequence_slot"))
 }
 
-// TestLadderWrapWarns: the start that wraps the pool to 0 logs a warning.
-func TestLadderWrapWarns(t *testing.T) {
+// TestLadderLifetimeWrapWarns: with WithLifetimeLease, the start that wraps
+// the counter to 0 logs a warning; live leases do not care about the wrap.
+func TestLadderLifetimeWrapWarns(t *testing.T) {
 	t.Setenv(EnvWorkerID, "")
 	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
 		db := b.Fresh(t)
-		_, err := OpenDB(context.Background(), db.DB, b.Dialect, WithService("svc"), quiet())
-		require.NoError(t, err)
-		_, err = db.Exec("UPDATE sys_sequence SET worker_id = 1023 WHERE service_name = '__global__'")
+		g := open(t, db.DB, b.Dialect, WithService("svc"), WithLifetimeLease(), quiet())
+		assert.Equal(t, LeaseLifetime, g.Lease().State)
+		_, err := db.Exec("UPDATE sys_sequence SET worker_id = 1023 WHERE service_name = '__global__'")
 		require.NoError(t, err)
 		sink, logOpt := newSink()
-		g, err := OpenDB(context.Background(), db.DB, b.Dialect, WithService("svc"), logOpt)
-		require.NoError(t, err)
+		g = open(t, db.DB, b.Dialect, WithService("svc"), WithLifetimeLease(), logOpt)
 		assert.Equal(t, int64(0), g.WorkerID())
 		assert.Equal(t, SourceLease, g.Source())
 		assert.Len(t, sink.find(slog.LevelWarn, "wrapped around to 0"), 1)
+
+		_, err = db.Exec("UPDATE sys_sequence SET worker_id = 1023 WHERE service_name = '__global__'")
+		require.NoError(t, err)
+		sink, logOpt = newSink()
+		g = open(t, db.DB, b.Dialect, WithService("svc"), logOpt)
+		assert.Equal(t, int64(0), g.WorkerID(), "slot 0 is free: the lifetime leases took no slot")
+		assert.Empty(t, sink.find(slog.LevelWarn, ""))
 	})
 }
 
@@ -329,9 +375,7 @@ func TestLadderClockSkew(t *testing.T) {
 	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
 		db := b.Fresh(t)
 		sink, logOpt := newSink()
-		g, err := OpenDB(context.Background(), db.DB, b.Dialect, WithService("svc"), logOpt,
-			WithClock(skewedClock{time.Hour}))
-		require.NoError(t, err)
+		g := open(t, db.DB, b.Dialect, WithService("svc"), logOpt, WithClock(skewedClock{time.Hour}))
 		assert.Equal(t, SourceLease, g.Source())
 		warns := sink.find(slog.LevelWarn, "far from the database's clock")
 		require.Len(t, warns, 1)
@@ -344,16 +388,17 @@ func TestLadderClockSkew(t *testing.T) {
 		_, err = OpenDB(context.Background(), db.DB, b.Dialect, WithService("svc"), logOpt,
 			WithClock(skewedClock{-time.Hour}), WithClockSkewCheck(time.Minute, true))
 		assert.ErrorIs(t, err, ErrClockSkew)
-		assert.ErrorContains(t, err, "leaving leased worker id 2 unused")
+		assert.ErrorContains(t, err, "leaving worker id 2 unused")
 		errs := sink.find(slog.LevelError, "refusing to start")
 		require.Len(t, errs, 1)
 		assert.Equal(t, "2", errs[0].attrs["worker_id"])
 
 		// A true clock passes a strict check.
-		g, err = OpenDB(context.Background(), db.DB, b.Dialect, WithService("svc"), logOpt,
-			WithClockSkewCheck(time.Second, true))
-		require.NoError(t, err)
+		g = open(t, db.DB, b.Dialect, WithService("svc"), logOpt, WithClockSkewCheck(time.Second, true))
 		assert.Equal(t, SourceLease, g.Source())
+		var expires int64
+		require.NoError(t, db.QueryRow("SELECT expires_ms FROM sys_sequence_slot WHERE worker_id = 2").Scan(&expires))
+		assert.Zero(t, expires, "the refused start released its slot")
 	})
 }
 
@@ -365,10 +410,12 @@ func TestOpenEntDriver(t *testing.T) {
 	drv := entsql.OpenDB(dialect.SQLite, db.DB)
 	g, err := Open(context.Background(), drv, WithService("svc"), quiet())
 	require.NoError(t, err)
+	closeAtEnd(t, g)
 	assert.Equal(t, SourceLease, g.Source())
 	assert.Equal(t, int64(1), g.WorkerID())
 	g, err = Open(context.Background(), dialect.Debug(drv), WithService("svc"), quiet())
 	require.NoError(t, err)
+	closeAtEnd(t, g)
 	assert.Equal(t, int64(2), g.WorkerID())
 }
 
@@ -390,7 +437,7 @@ func TestConcurrentOpens(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				gens[i] = g
+				gens[i] = closeAtEnd(t, g)
 			})
 		}
 		wg.Wait()
@@ -439,6 +486,10 @@ func TestOpenRejectsBadInput(t *testing.T) {
 		"nil lease db":       {dialect.SQLite, []Option{WithService("svc"), WithLeaseDB(nil, dialect.MySQL)}, ErrInvalidOption, "WithLeaseDB(nil"},
 		"lease db dialect":   {dialect.SQLite, []Option{WithService("svc"), WithLeaseDB(db.DB, "sqlite")}, ErrUnknownDialect, `"sqlite"`},
 		"clock before epoch": {dialect.SQLite, []Option{WithService("svc"), WithClock(skewedClock{-24 * 365 * 5 * time.Hour})}, ErrClockBeforeEpoch, "before the epoch"},
+		"heartbeat rule":     {dialect.SQLite, []Option{WithService("svc"), WithHeartbeat(Heartbeat{TTL: 20 * time.Second})}, ErrInvalidOption, "TTL 20s is shorter than Interval 10s + Timeout 5s + Retry 2s + Margin 10s"},
+		"heartbeat retry":    {dialect.SQLite, []Option{WithService("svc"), WithHeartbeat(Heartbeat{Interval: time.Second, Retry: 2 * time.Second})}, ErrInvalidOption, "Retry 2s is longer than Interval 1s"},
+		"heartbeat negative": {dialect.SQLite, []Option{WithService("svc"), WithHeartbeat(Heartbeat{Margin: -time.Second})}, ErrInvalidOption, "Heartbeat.Margin -1s is below 1ms"},
+		"heartbeat long TTL": {dialect.SQLite, []Option{WithService("svc"), WithHeartbeat(Heartbeat{TTL: 48 * time.Hour})}, ErrInvalidOption, "use WithLifetimeLease"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			g, err := OpenDB(context.Background(), db.DB, c.dialect, c.opts...)
@@ -447,8 +498,9 @@ func TestOpenRejectsBadInput(t *testing.T) {
 			assert.ErrorContains(t, err, c.msg)
 		})
 	}
-	// Nothing was leased by all that bad input: the table was never made.
+	// Nothing was leased by all that bad input: the tables were never made.
 	assert.Zero(t, sqliteTables(t, db.DB, "sys_sequence"))
+	assert.Zero(t, sqliteTables(t, db.DB, "sys_sequence_slot"))
 }
 
 func TestFallbackWorkerID(t *testing.T) {

@@ -4,6 +4,8 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
+	"os"
+	"strconv"
 	"time"
 
 	"github.com/entflake/entflake/internal/snowflake"
@@ -12,7 +14,8 @@ import (
 
 // Option configures New, Open and OpenDB. Options are applied in order; a
 // bad value is reported by the function they are passed to, never replaced
-// by a default.
+// by a default. Every option, its default and its validation are in this
+// file.
 type Option func(*config)
 
 // Defaults of the options.
@@ -48,6 +51,9 @@ type config struct {
 	maxSkew      time.Duration
 	refuseSkew   bool
 	maxLead      time.Duration
+	heartbeat    Heartbeat
+	lifetime     bool     // WithLifetimeLease
+	requireLease bool     // WithRequireLease
 	errs         []error  // from options that could not even record their value
 	leaseOnly    []string // lease options given, which New rejects
 }
@@ -68,31 +74,38 @@ func newConfig(opts []Option) *config {
 	return c
 }
 
-// WithService names the service. The lease records its audit row under this
-// name, and the fallback hashes it, so Open requires it unless a worker id
+// leaseOption records that a lease-only option was given, for New to refuse.
+func (c *config) leaseOption(name string) { c.leaseOnly = append(c.leaseOnly, name) }
+
+// WithService names the service. The lease records it with the worker id it
+// holds, and the fallback hashes it, so Open requires it unless a worker id
 // is fixed. At most 64 characters, and not "__global__".
 func WithService(name string) Option { return func(c *config) { c.service = name } }
 
-// WithWorkerID fixes the worker id, skipping the lease: for tests and for
-// deployments that assign ids themselves. It wins over ENTFLAKE_WORKER_ID.
-// It must fit the layout (0..1023 by default).
+// WithWorkerID fixes the worker id: for tests and for deployments that
+// assign ids themselves (a StatefulSet ordinal). It wins over
+// ENTFLAKE_WORKER_ID, and must fit the layout (0..1023 by default). With a
+// database, Open registers the id in its slot: see OpenDB.
 func WithWorkerID(id int64) Option {
 	return func(c *config) { c.workerID, c.workerIDSet = id, true }
 }
 
-// WithLeaseTimeout bounds the lease (DefaultLeaseTimeout unless given):
-// getting a connection from the pool, every statement, and the database's
-// own lock waits. When it runs out, Open falls back instead of holding up
-// start-up. It must be positive and at most MaxLeaseTimeout.
+// WithLeaseTimeout bounds the lease at Open (DefaultLeaseTimeout unless
+// given): getting a connection from the pool, every statement, the
+// database's own lock waits, and the wait for the clock to pass a slot's
+// floor. When it runs out, Open falls back instead of holding up start-up
+// (or fails, with WithRequireLease). It must be positive and at most
+// MaxLeaseTimeout.
 func WithLeaseTimeout(d time.Duration) Option {
 	return func(c *config) {
 		c.leaseTimeout = d
-		c.leaseOnly = append(c.leaseOnly, "WithLeaseTimeout")
+		c.leaseOption("WithLeaseTimeout")
 	}
 }
 
-// WithLogger sets where the ladder logs which rung produced the worker id
-// (slog.Default() unless given).
+// WithLogger sets where the generator logs which rung produced the worker
+// id, and the lease's renewals, losses and switches (slog.Default() unless
+// given).
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) {
 		if l == nil {
@@ -110,7 +123,7 @@ func WithEpoch(t time.Time) Option { return func(c *config) { c.epoch = t } }
 
 // WithClock sets the generator's clock (MonotonicClock() unless given); see
 // Clock, MonotonicClock and WallClock. The lease also compares this clock
-// with the database's.
+// with the database's, and writes its promises in its time.
 func WithClock(clk Clock) Option {
 	return func(c *config) {
 		if clk == nil {
@@ -134,11 +147,12 @@ func WithRollbackPolicy(p RollbackPolicy) Option { return func(c *config) { c.po
 // The IDs stay unique and increasing, since this worker alone issues in its
 // milliseconds; only their time field runs ahead, by at most lead. A clock
 // that steps back within the lead is no rollback; the rollback policy
-// judges the part of a step beyond it.
+// judges the part of a step beyond it. A worker lease's promise bounds the
+// lead too, and a slot whose floor is ahead of the clock by no more than
+// lead is used without waiting.
 //
 // Off by default (strict: the time field never leads the clock). lead must
-// be 1ms to 1h; with a fixed worker id across restarts, a restart sooner
-// than lead after a burst could repeat IDs of the run before.
+// be 1ms to 1h.
 func WithBurst(lead time.Duration) Option {
 	return func(c *config) {
 		if lead <= 0 {
@@ -153,8 +167,11 @@ func WithBurst(lead time.Duration) Option {
 func WithLayout(l Layout) Option { return func(c *config) { c.layout = l } }
 
 // WithLeaseDB leases from another database than the one given to Open:
-// there is one pool per platform, so services whose entities live in
-// different databases lease from one shared database. dialectName is ent's
+// there is one pool of worker ids per platform, so services whose entities
+// live in different databases lease from one shared database. That database
+// then becomes part of every such service's availability: if it is out for
+// longer than the heartbeat tolerates (Heartbeat.Outage), every instance
+// that leases from it stops issuing IDs. dialectName is ent's
 // dialect.MySQL, dialect.Postgres or dialect.SQLite.
 func WithLeaseDB(db *sql.DB, dialectName string) Option {
 	return func(c *config) {
@@ -163,7 +180,7 @@ func WithLeaseDB(db *sql.DB, dialectName string) Option {
 			return
 		}
 		c.leaseDB, c.leaseDialect, c.leaseDBSet = db, dialectName, true
-		c.leaseOnly = append(c.leaseOnly, "WithLeaseDB")
+		c.leaseOption("WithLeaseDB")
 	}
 }
 
@@ -175,7 +192,42 @@ func WithLeaseDB(db *sql.DB, dialectName string) Option {
 func WithClockSkewCheck(max time.Duration, refuse bool) Option {
 	return func(c *config) {
 		c.maxSkew, c.refuseSkew = max, refuse
-		c.leaseOnly = append(c.leaseOnly, "WithClockSkewCheck")
+		c.leaseOption("WithClockSkewCheck")
+	}
+}
+
+// WithHeartbeat sets the timing of the live lease (the defaults of
+// Heartbeat unless given); see Heartbeat for the rule that ties its fields
+// together, which Open checks.
+func WithHeartbeat(h Heartbeat) Option {
+	return func(c *config) {
+		c.heartbeat = h
+		c.leaseOption("WithHeartbeat")
+	}
+}
+
+// WithLifetimeLease takes the worker id as the Java allocator this design
+// comes from does: the counter's next value, for the life of the process,
+// with no slot, no heartbeat and no promise. Its risk: nothing is ever
+// returned, so the counter wraps after 2^workerBits starts (1024 by
+// default), and from then on a start can be handed the worker id of an
+// instance that is still running; both then issue the same IDs. Open logs
+// the wrap at WARN. Use it only where starts are rare and counted.
+func WithLifetimeLease() Option {
+	return func(c *config) {
+		c.lifetime = true
+		c.leaseOption("WithLifetimeLease")
+	}
+}
+
+// WithRequireLease makes Open return an error (wrapping ErrNoLease and the
+// reason) when it cannot lease a worker id, or register a fixed one, instead
+// of falling back to the hash or starting unregistered. For services that
+// would rather not start than risk sharing a worker id.
+func WithRequireLease() Option {
+	return func(c *config) {
+		c.requireLease = true
+		c.leaseOption("WithRequireLease")
 	}
 }
 
@@ -203,14 +255,53 @@ func (c *config) validate() error {
 			return err
 		}
 	}
+	h, err := c.heartbeat.withDefaults()
+	if err != nil {
+		return err
+	}
+	c.heartbeat = h
 	if c.clock == nil {
 		c.clock = MonotonicClock()
 	}
 	// Build a throwaway generator to check the epoch, the policy against
 	// the layout, and the clock against the epoch, before any I/O.
-	_, err := c.generator(0)
+	_, err = c.generator(0)
 	return err
 }
+
+// explicitWorkerID returns the fixed worker id of rung 1, if any.
+func (c *config) explicitWorkerID() (int64, bool, error) {
+	max := c.layout.MaxWorkerID()
+	if c.workerIDSet {
+		if c.workerID < 0 || c.workerID > max {
+			return 0, false, fmt.Errorf("%w: WithWorkerID(%d) is outside 0..%d", ErrInvalidWorkerID, c.workerID, max)
+		}
+		return c.workerID, true, nil
+	}
+	v := os.Getenv(EnvWorkerID)
+	if v == "" {
+		return 0, false, nil
+	}
+	id, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, false, fmt.Errorf("%w: %s=%q is not a decimal integer", ErrInvalidWorkerID, EnvWorkerID, v)
+	}
+	if id < 0 || id > max {
+		return 0, false, fmt.Errorf("%w: %s=%d is outside 0..%d", ErrInvalidWorkerID, EnvWorkerID, id, max)
+	}
+	return id, true, nil
+}
+
+// layoutTag is the layout and epoch as a slot stores them, for instance
+// "0/10/12 2024-01-01T00:00:00.000Z": services that share the tables must
+// agree on it.
+func (c *config) layoutTag() string {
+	return fmt.Sprintf("%d/%d/%d %s", c.layout.ClockSeqBits, c.layout.WorkerBits, c.layout.SequenceBits,
+		c.epoch.UTC().Format(millisUTC))
+}
+
+// millisUTC formats a time to the millisecond in UTC.
+const millisUTC = "2006-01-02T15:04:05.000Z"
 
 // build makes the Generator for a worker id, recording which rung of the
 // ladder produced it.
@@ -219,7 +310,8 @@ func (c *config) build(workerID int64, source Source, instance string) (*Generat
 	if err != nil {
 		return nil, err
 	}
-	return &Generator{g: g, source: source, service: c.service, instance: instance}, nil
+	return &Generator{g: g, service: c.service, instance: instance, logger: c.logger,
+		status: LeaseStatus{Source: source, WorkerID: workerID}}, nil
 }
 
 func (c *config) generator(workerID int64) (*snowflake.Generator, error) {

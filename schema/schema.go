@@ -215,6 +215,21 @@ func CheckDialect(d string) error {
 // 5.7, 8.x and MariaDB alike; the source's utf8mb4_0900_ai_ci does not exist
 // on MariaDB.
 func CreateStatements(d string) ([]string, error) {
+	var stmts []string
+	for _, t := range Tables() {
+		s, err := TableStatements(d, t.Name)
+		if err != nil {
+			return nil, err
+		}
+		stmts = append(stmts, s...)
+	}
+	return stmts, nil
+}
+
+// TableStatements returns the part of CreateStatements that makes one of
+// the two tables (TableName or SlotTableName), so that the lease creates
+// only a table that is missing.
+func TableStatements(d, table string) ([]string, error) {
 	if err := CheckDialect(d); err != nil {
 		return nil, err
 	}
@@ -231,6 +246,9 @@ func CreateStatements(d string) ([]string, error) {
 	}
 	var stmts []string
 	for _, t := range Tables() {
+		if t.Name != table {
+			continue
+		}
 		var b strings.Builder
 		fmt.Fprintf(&b, "CREATE TABLE IF NOT EXISTS %s (", quote(t.Name))
 		for _, c := range t.Columns {
@@ -262,6 +280,9 @@ func CreateStatements(d string) ([]string, error) {
 					quote(ix.Name), quote(t.Name), names(ix.Columns)))
 			}
 		}
+	}
+	if stmts == nil {
+		return nil, fmt.Errorf("schema: no table %q; want %q or %q", table, TableName, SlotTableName)
 	}
 	return stmts, nil
 }

@@ -20,22 +20,22 @@ import (
 )
 
 // cutProxy relays TCP between the client and a database on loopback. Once
-// armed, it passes on the next client packet that isCommit recognises, lets
+// armed, it passes on the next client packet that isTarget recognises, lets
 // the server act on it, and then cuts the connection before the server's
-// answer reaches the client: a COMMIT that commits, unanswered.
+// answer reaches the client: a write that commits, unanswered.
 type cutProxy struct {
 	ln       net.Listener
 	target   string
-	isCommit func([]byte) bool
+	isTarget func([]byte) bool
 	armed    atomic.Bool
 	cuts     atomic.Int32
 }
 
-func newCutProxy(t *testing.T, target string, isCommit func([]byte) bool) *cutProxy {
+func newCutProxy(t *testing.T, target string, isTarget func([]byte) bool) *cutProxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	p := &cutProxy{ln: ln, target: target, isCommit: isCommit}
+	p := &cutProxy{ln: ln, target: target, isTarget: isTarget}
 	t.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
@@ -81,7 +81,7 @@ func (p *cutProxy) relay(client net.Conn) {
 	for {
 		n, err := client.Read(buf)
 		if n > 0 {
-			if p.isCommit(buf[:n]) && p.armed.CompareAndSwap(true, false) {
+			if p.isTarget(buf[:n]) && p.armed.CompareAndSwap(true, false) {
 				toClient.Lock()
 				_, _ = server.Write(buf[:n])
 				time.Sleep(300 * time.Millisecond) // the server commits; its answer is never relayed
@@ -100,21 +100,26 @@ func (p *cutProxy) relay(client net.Conn) {
 	}
 }
 
-// TestCommitAnswerLost: the server commits the take but the connection
-// breaks before the client hears so. The lease reads the pool row back and
-// keeps the id it committed, instead of failing (and falling back) with a
-// worker id used up and unseen.
-func TestCommitAnswerLost(t *testing.T) {
+// claimText is how the claim of a slot with no row starts.
+const claimText = "INSERT INTO sys_sequence_slot"
+
+// TestClaimAnswerLost: the server commits the claim of a slot but the
+// connection breaks before the client hears so. The lease reads the slot
+// back and keeps it (its instance tag and fence are there), instead of
+// failing with a slot taken and unused for a TTL. The DSNs send statements
+// as text (interpolateParams, pgx's simple protocol), so that the proxy can
+// recognise the claim.
+func TestClaimAnswerLost(t *testing.T) {
 	t.Run("mariadb", func(t *testing.T) {
 		db := dbtest.MySQL(t)
 		take(t, request(db.DB, dialect.MySQL, "svc"))
 		cfg, err := mysql.ParseDSN(db.DSN)
 		require.NoError(t, err)
-		// A COM_QUERY packet (0x03) carrying exactly "COMMIT".
+		// A COM_QUERY packet (0x03) carrying the claim.
 		p := newCutProxy(t, cfg.Addr, func(b []byte) bool {
-			return len(b) == 4+1+6 && b[4] == 0x03 && string(b[5:]) == "COMMIT"
+			return len(b) > 5 && b[4] == 0x03 && bytes.HasPrefix(b[5:], []byte(claimText))
 		})
-		cfg.Addr = p.ln.Addr().String()
+		cfg.Addr, cfg.InterpolateParams = p.ln.Addr().String(), true
 		via, err := sql.Open("mysql", cfg.FormatDSN())
 		require.NoError(t, err)
 		defer via.Close()
@@ -125,11 +130,14 @@ func TestCommitAnswerLost(t *testing.T) {
 		take(t, request(db.DB, dialect.Postgres, "svc"))
 		u, err := url.Parse(db.DSN)
 		require.NoError(t, err)
-		// A simple Query message ('Q') carrying "commit".
+		// A simple Query message ('Q') carrying the claim.
 		p := newCutProxy(t, u.Host, func(b []byte) bool {
-			return len(b) > 5 && b[0] == 'Q' && bytes.EqualFold(b[5:], []byte("commit\x00"))
+			return len(b) > 5 && b[0] == 'Q' && bytes.HasPrefix(b[5:], []byte(claimText))
 		})
 		u.Host = p.ln.Addr().String()
+		q := u.Query()
+		q.Set("default_query_exec_mode", "simple_protocol")
+		u.RawQuery = q.Encode()
 		via, err := sql.Open("pgx", u.String())
 		require.NoError(t, err)
 		defer via.Close()
@@ -144,17 +152,19 @@ func checkRecovered(t *testing.T, direct, via *sql.DB, d string, p *cutProxy) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	l, err := Take(ctx, request(via, d, "svc"))
-	require.Equal(t, int32(1), p.cuts.Load(), "the proxy cut one COMMIT")
+	require.Equal(t, int32(1), p.cuts.Load(), "the proxy cut one claim")
 	require.NoError(t, err)
-	assert.True(t, l.CommitRecovered)
+	assert.True(t, l.Recovered)
 	assert.Equal(t, before+1, l.WorkerID)
-	assert.Equal(t, before+1, poolValue(t, direct))
-	assert.NoError(t, l.AuditErr)
-	assert.Equal(t, l.WorkerID, serviceWorker(t, direct, d, "svc"))
+	var fence int64
+	require.NoError(t, direct.QueryRow(dbtest.Rebind(d, "SELECT fence FROM sys_sequence_slot WHERE worker_id = ?"), l.WorkerID).Scan(&fence))
+	assert.Equal(t, l.Fence, fence)
+	// The slot is really held: renewing it with its fence works.
+	assert.NoError(t, Renew(ctx, Holding{DB: direct, Dialect: d, WorkerID: l.WorkerID, Fence: l.Fence}, 60_000, l.Promise))
 }
 
 // TestLeaseConnectionKilled: the server kills the lease's connection (or
-// its statement) while the take waits on the pool row's lock. The take
+// its statement) while the take waits on the counter row's lock. The take
 // fails, nothing is committed, and the application's pool keeps working.
 func TestLeaseConnectionKilled(t *testing.T) {
 	for _, k := range []struct {

@@ -1,136 +1,160 @@
-// Package lease takes a worker id from the sys_sequence pool: one atomic
-// statement on the pool row ('__global__') hands every starter of every
-// service a distinct value, modulo the layout's worker range.
+// Package lease hands out worker ids and keeps them: the lifecycle of a live
+// lease (take, renew, release) and the lifetime lease of the Java allocator
+// this design comes from.
 //
-// The lease is for life: nothing is returned and nothing is renewed; a
-// restart takes a new number. The pool wraps to 0 after 2^workerBits takes,
-// after which a value may equal a live old instance's id; Lease.Wrapped says
-// so and the caller warns.
+// # Live leases
+//
+// A worker id is held through its row in sys_sequence_slot. Take claims a
+// free slot with a compare-and-set (free: never used, released, or expired
+// on the database's clock); every take moves the slot's fence up by one, and
+// Renew and Release name the fence, so a holder whose slot was taken can no
+// longer write to it. The '__global__' counter of sys_sequence says where
+// the search starts (one statement on the shared row); after a few live
+// slots the search asks the table for free ones instead of probing one by
+// one.
+//
+// Liveness and uniqueness are apart. The database's clock decides when a
+// slot may be taken again. Uniqueness rests on the promise (promise_ms):
+// the highest ID time (Unix ms, in the holder's own clock) the holder may
+// issue. A holder writes it before relying on it and raises it only through
+// acknowledged writes; the next holder of the slot issues only above it. So
+// two holders of one worker id issue in disjoint time ranges whatever their
+// clocks, the database's clock, a GC pause or a suspended host do.
+//
+// # Lifetime lease
+//
+// TakeForLife hands out the counter's next value and nothing else: no slot,
+// no heartbeat. After 2^workerBits starts the counter wraps and may hand out
+// an id that a live instance still holds.
 //
 // Every server-side wait is bounded by the context's deadline, on the server
-// as well as in the client, so a take that the client abandoned cannot commit
-// later and silently use up a worker id.
+// as well as in the client, and the connection the lease pins goes back to
+// the pool with its session as it was.
 package lease
 
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"errors"
 	"fmt"
 	"time"
 	"unicode/utf8"
-
-	"entgo.io/ent/dialect"
 
 	"github.com/entflake/entflake/schema"
 )
 
 // Request says what to lease and from where.
 type Request struct {
-	// DB holds the sys_sequence table. The lease pins one of its connections.
+	// DB holds the tables. The lease pins one of its connections.
 	DB *sql.DB
 	// Dialect is ent's dialect name: dialect.MySQL, dialect.Postgres or dialect.SQLite.
 	Dialect string
-	// Service names the audit row; see schema.ValidateService.
+	// Service names the holder's service; see schema.ValidateService.
 	Service string
-	// Instance is the tag recorded with the take, at most schema.InstanceSize characters.
+	// Instance is the holder's tag, unique to this start: at most
+	// schema.InstanceSize characters.
 	Instance string
-	// Workers is the size of the worker range (2^workerBits); the pool row
-	// stays in 0..Workers-1. Services that share a pool must share it.
+	// Layout is the holder's bit split and epoch, stored with its slot: a
+	// live holder with another one makes Take fail (ErrLayout).
+	Layout string
+	// Workers is the size of the worker range (2^workerBits).
 	Workers int64
-	// Now is the local clock compared with the database's; nil means time.Now.
+	// Now is the holder's clock: the time frame of its IDs, in which
+	// promises are written and floors compared. nil means time.Now.
 	Now func() time.Time
+	// TTL is how long a slot stays live after a take or renewal, on the
+	// database's clock. Zero means Forever.
+	TTL time.Duration
+	// Horizon is how far beyond Now (or the floor) the take promises.
+	Horizon time.Duration
+	// Lead is how far ahead of its clock the holder may issue (a burst's
+	// lead): a floor ahead of the clock by no more than that needs no wait.
+	Lead time.Duration
+	// Forever takes a slot that never expires and promises without limit:
+	// for a database no other process can reach (SQLite in memory). Release
+	// still frees it.
+	Forever bool
+	// Explicit takes WorkerID and no other.
+	Explicit bool
+	// WorkerID is the id an explicit take wants.
+	WorkerID int64
+	// TakeOver, when an explicit take finds its id live, lets it take the
+	// slot over anyway if the holder's instance tag starts with this prefix
+	// (service@POD_NAME@: the same StatefulSet pod, restarted after a crash).
+	TakeOver string
 }
 
-// Lease is the outcome of a take.
-type Lease struct {
-	// WorkerID is the value handed out, in 0..Workers-1.
+// Slot is a live lease, as Take got it.
+type Slot struct {
+	// WorkerID is the worker id held.
 	WorkerID int64
-	// Wrapped reports that the pool passed its last value and restarted at 0
-	// with this take: from now on an id may equal that of a live old instance.
-	Wrapped bool
-	// Created reports that the table was missing and this call created it (on
-	// a database that had a pool before, the pool restarted).
-	Created bool
-	// Reseeded reports that the table existed without its pool row, and the
-	// row was put back at 0 (the pool restarted).
+	// Fence is the slot's fencing number for this holder.
+	Fence int64
+	// Floor is the lowest ID time (Unix ms) this holder may issue: one above
+	// the previous holder's promise.
+	Floor int64
+	// Promise is the highest ID time (Unix ms) the database acknowledged
+	// for this holder.
+	Promise int64
+	// Previous is the instance tag of the previous holder, if any.
+	Previous string
+	// TookOver reports that the previous holder was live (an explicit take
+	// over the same pod's slot).
+	TookOver bool
+	// Misses counts the slots found live, or lost to another starter,
+	// before this one.
+	Misses int
+	// Created names the tables this call created.
+	Created []string
+	// Reseeded reports that the counter row was missing and was put back.
 	Reseeded bool
-	// DBTime is the database's clock, read in the same round trip as the take
-	// (MySQL: as the read-back of the taken value).
+	// Recovered reports that the answer to the claim was lost and the slot,
+	// read again, showed it taken by this request.
+	Recovered bool
+	Clock
+}
+
+// Clock is the database's clock as a take read it.
+type Clock struct {
+	// DBTime is the database's clock.
 	DBTime time.Time
-	// Skew is the local clock minus the database clock at the middle of that
-	// round trip; it is uncertain by half of RoundTrip.
+	// Skew is the local clock minus the database clock at the middle of
+	// that round trip; it is uncertain by half of RoundTrip.
 	Skew time.Duration
 	// RoundTrip is how long that round trip took.
 	RoundTrip time.Duration
-	// AuditErr is set when the take succeeded but the service's audit row
-	// could not be written. The worker id is still valid.
-	AuditErr error
-	// CommitRecovered reports that the answer to the take's COMMIT was lost
-	// (the connection broke), and the pool row, read afresh, showed that the
-	// take had committed.
-	CommitRecovered bool
 }
 
-// commitUnknown is a COMMIT of a take that was sent but whose answer never
-// came: the server may or may not have committed it.
-type commitUnknown struct {
-	lease Lease // as it would be, had the commit succeeded
-	err   error
-}
+// Errors of Take, Renew and Release.
+var (
+	// ErrHeld: an explicit worker id is held by a live instance.
+	ErrHeld = errors.New("worker id held by a live instance")
+	// ErrAllHeld: every worker id of the range is held by a live instance.
+	ErrAllHeld = errors.New("every worker id is held by a live instance")
+	// ErrLayout: a live holder's layout or epoch differs from the request's.
+	ErrLayout = errors.New("a live instance uses another layout or epoch")
+	// ErrLost: a renewal or release found the slot taken by someone else
+	// (its fence moved), or its row or table gone.
+	ErrLost = errors.New("worker lease lost")
+	// ErrNoPoolRow: the counter row was still missing after the lease put
+	// it back (something deletes it as fast as it is written).
+	ErrNoPoolRow = errors.New("pool row missing after re-seeding")
+)
 
-func (e *commitUnknown) Error() string { return e.err.Error() }
-func (e *commitUnknown) Unwrap() error { return e.err }
+// foreverMs stands for "no expiry" and "no limit" in milliseconds: far
+// beyond any clock, yet far from overflowing when added to one.
+const foreverMs = int64(1) << 61
 
-// ErrNoPoolRow is returned when the pool row is still missing after the
-// lease re-seeded it (something deletes it as fast as it is written).
-var ErrNoPoolRow = errors.New("pool row missing after re-seeding")
+// floorSlack is how far a free slot's floor may be ahead of the holder's
+// clock before the search prefers another slot: the holder waits that long
+// for its clock before its first ID.
+const floorSlack = 250 * time.Millisecond
 
-// Take leases a worker id. The context's deadline bounds everything:
-// getting a connection, every statement, and each server-side lock wait.
-//
-// It looks for the table first and creates it only when it is missing, so
-// a user without CREATE privilege can still lease from an existing table;
-// and many starters at once on a fresh database all succeed. If the pool
-// row is missing, the take matches no row: Take re-seeds the row and takes
-// again, and never reports a stale value.
-func Take(ctx context.Context, r Request) (Lease, error) {
-	if err := r.validate(); err != nil {
-		return Lease{}, err
-	}
-	if r.Now == nil {
-		r.Now = time.Now
-	}
-	var (
-		l   Lease
-		err error
-	)
-	switch r.Dialect {
-	case dialect.MySQL:
-		l, err = takeMySQL(ctx, r)
-	case dialect.Postgres:
-		l, err = takePostgres(ctx, r)
-	default:
-		l, err = takeSQLite(ctx, r)
-	}
-	if cu := (*commitUnknown)(nil); errors.As(err, &cu) {
-		l, err = recoverCommit(ctx, r, cu)
-	}
-	if err != nil {
-		return Lease{}, fmt.Errorf("lease from %s (%s): %w", schema.TableName, r.Dialect, err)
-	}
-	if l.WorkerID < 0 || l.WorkerID >= r.Workers {
-		// The statement keeps the row in range; a value outside it means
-		// someone wrote the row by hand (or a negative value was stored).
-		return Lease{}, fmt.Errorf("lease from %s (%s): pool row gave worker id %d, outside 0..%d; fix the %q row",
-			schema.TableName, r.Dialect, l.WorkerID, r.Workers-1, schema.PoolService)
-	}
-	l.Wrapped = l.WorkerID == 0
-	return l, nil
-}
+// probes is how many counter values the search tries before it asks the
+// table for free slots.
+const probes = 3
 
-func (r Request) validate() error {
+func (r *Request) validate() error {
 	if r.DB == nil {
 		return errors.New("lease: no database")
 	}
@@ -147,323 +171,156 @@ func (r Request) validate() error {
 	if r.Workers < 2 || r.Workers > 1<<21 {
 		return fmt.Errorf("lease: worker range %d is not 2..2^21", r.Workers)
 	}
+	if r.Explicit && (r.WorkerID < 0 || r.WorkerID >= r.Workers) {
+		return fmt.Errorf("lease: worker id %d is outside 0..%d", r.WorkerID, r.Workers-1)
+	}
+	if r.Layout == "" || utf8.RuneCountInString(r.Layout) > schema.LayoutSize {
+		return fmt.Errorf("lease: layout must have 1 to %d characters, got %q", schema.LayoutSize, r.Layout)
+	}
+	if r.TTL < 0 || r.Horizon < 0 {
+		return fmt.Errorf("lease: negative TTL %v or horizon %v", r.TTL, r.Horizon)
+	}
+	if r.Now == nil {
+		r.Now = time.Now
+	}
+	if r.TTL == 0 {
+		r.Forever = true
+	}
 	return nil
 }
 
-// Bounds of server-side waits: when the context has no deadline, and at
-// most (PostgreSQL's lock_timeout and SQLite's busy_timeout are 32-bit
-// milliseconds, about 24.8 days).
-const (
-	defaultServerBound = 10 * time.Second
-	maxServerBound     = time.Hour
-)
-
-// remaining is what is left of the context's deadline, at least lo and at
-// most maxServerBound.
-func remaining(ctx context.Context, lo time.Duration) time.Duration {
-	d := defaultServerBound
-	if dl, ok := ctx.Deadline(); ok {
-		d = time.Until(dl)
+// ttlMs and promiseMs are the expiry and promise a take writes.
+func (r *Request) ttlMs() int64 {
+	if r.Forever {
+		return foreverMs
 	}
-	return min(max(d, lo), maxServerBound)
+	return r.TTL.Milliseconds()
 }
 
-// readClock runs a query whose last column is the database clock in
-// microseconds since 1970 and records the skew against the local clock.
-func readClock(l *Lease, now func() time.Time, run func(dbMicros *int64) error) error {
-	var dbMicros int64
+// ahead is how long the holder must wait before it may issue at floor.
+func (r *Request) ahead(floor int64) time.Duration {
+	return time.Duration(floor-r.Now().UnixMilli())*time.Millisecond - r.Lead
+}
+
+func (r *Request) promiseMs(floor int64) int64 {
+	if r.Forever {
+		return foreverMs
+	}
+	return max(floor, r.Now().UnixMilli()) + r.Horizon.Milliseconds()
+}
+
+// Take leases a live worker id: a free slot, claimed with a compare-and-set,
+// with a promise of Horizon past the holder's clock (or past the slot's
+// floor, if that is later). The context's deadline bounds everything:
+// getting a connection, every statement, and each server-side lock wait.
+//
+// Missing tables are created (only those missing, so that a user without
+// CREATE privilege can lease from existing ones), and so is a missing
+// counter row; many starters at once on a fresh database all succeed.
+//
+// The slot's floor may be ahead of the holder's clock; the caller must not
+// issue an ID below it (it waits, or sets the generator's floor).
+func Take(ctx context.Context, r Request) (Slot, error) {
+	if err := r.validate(); err != nil {
+		return Slot{}, err
+	}
+	s, err := open(ctx, &r)
+	if err != nil {
+		return Slot{}, fmt.Errorf("lease from %s (%s): %w", schema.SlotTableName, r.Dialect, err)
+	}
+	defer s.close(ctx)
+	var created []string
+	for attempt := 0; ; attempt++ {
+		slot, err := s.take(ctx)
+		if err != nil && missingTable(err) && attempt == 0 {
+			if created, err = s.ensure(ctx); err == nil {
+				continue
+			}
+		}
+		if err != nil {
+			return Slot{}, fmt.Errorf("lease from %s (%s): %w", schema.SlotTableName, r.Dialect, err)
+		}
+		slot.Created, slot.Reseeded = created, s.reseeded
+		return slot, nil
+	}
+}
+
+// Lease is the outcome of a lifetime take.
+type Lease struct {
+	// WorkerID is the value handed out, in 0..Workers-1.
+	WorkerID int64
+	// Wrapped reports that the counter passed its last value and restarted
+	// at 0 with this take: from now on an id may equal that of a live old
+	// instance.
+	Wrapped bool
+	// Created names the tables this call created.
+	Created []string
+	// Reseeded reports that the counter row was missing and was put back at
+	// 0 (the pool restarted).
+	Reseeded bool
+	// AuditErr is set when the take succeeded but the service's audit row
+	// could not be written. The worker id is still valid.
+	AuditErr error
+	Clock
+}
+
+// TakeForLife hands out the counter's next value as a worker id for the
+// life of the process, as the Java allocator does: no slot, no heartbeat,
+// no promise. Nothing is ever returned, so after Workers starts the counter
+// wraps (Lease.Wrapped) and may hand out an id a live instance holds.
+func TakeForLife(ctx context.Context, r Request) (Lease, error) {
+	if err := r.validate(); err != nil {
+		return Lease{}, err
+	}
+	l, err := takeForLife(ctx, &r)
+	if err != nil {
+		return Lease{}, fmt.Errorf("lease from %s (%s): %w", schema.TableName, r.Dialect, err)
+	}
+	// After the pinned connection went back: the audit needs one too.
+	l.AuditErr = Audit(ctx, r.DB, r.Dialect, r.Service, r.Instance, l.WorkerID)
+	return l, nil
+}
+
+func takeForLife(ctx context.Context, r *Request) (l Lease, err error) {
+	s, err := open(ctx, r)
+	if err != nil {
+		return l, err
+	}
+	defer s.close(ctx)
+	for attempt := 0; ; attempt++ {
+		err = readClock(&l.Clock, r.Now, func(dbMs *int64) error {
+			var err error
+			l.WorkerID, err = s.counter(ctx)
+			if err == nil {
+				err = s.conn.QueryRowContext(ctx, "SELECT "+s.nowMs).Scan(dbMs)
+			}
+			return err
+		})
+		if err != nil && missingTable(err) && attempt == 0 {
+			if l.Created, err = s.ensure(ctx); err == nil {
+				continue
+			}
+		}
+		if err != nil {
+			return l, err
+		}
+		break
+	}
+	l.Reseeded, l.Wrapped = s.reseeded, l.WorkerID == 0
+	return l, nil
+}
+
+// readClock runs a query that scans the database clock (Unix ms) and
+// records the skew against the local clock.
+func readClock(c *Clock, now func() time.Time, run func(dbMs *int64) error) error {
+	var dbMs int64
 	t0 := now()
-	if err := run(&dbMicros); err != nil {
+	if err := run(&dbMs); err != nil {
 		return err
 	}
 	t1 := now()
-	l.DBTime = time.UnixMicro(dbMicros)
-	l.RoundTrip = t1.Sub(t0)
-	l.Skew = t0.Add(l.RoundTrip / 2).Sub(l.DBTime)
+	c.DBTime = time.UnixMilli(dbMs)
+	c.RoundTrip = t1.Sub(t0)
+	c.Skew = t0.Add(c.RoundTrip / 2).Sub(c.DBTime)
 	return nil
-}
-
-// discard closes a pinned connection instead of returning it to the pool:
-// database/sql drops a connection whose Raw callback reports ErrBadConn.
-func discard(conn *sql.Conn) {
-	_ = conn.Raw(func(any) error { return driver.ErrBadConn })
-}
-
-func takeMySQL(ctx context.Context, r Request) (l Lease, err error) {
-	// One connection for everything: LAST_INSERT_ID() is session state, and
-	// reading it on any other connection returns that session's last value.
-	conn, err := r.DB.Conn(ctx)
-	if err != nil {
-		return l, fmt.Errorf("get a connection: %w", err)
-	}
-	// The session now carries our settings and LAST_INSERT_ID: do not hand
-	// it back to the application's pool.
-	defer discard(conn)
-
-	secs := int64((remaining(ctx, time.Second) + time.Second - 1) / time.Second)
-	if _, err := conn.ExecContext(ctx, fmt.Sprintf(mysqlSession, secs, secs)); err != nil {
-		return l, fmt.Errorf("set up the session: %w", err)
-	}
-	var n int
-	if err := conn.QueryRowContext(ctx, mysqlExists, schema.TableName).Scan(&n); err != nil {
-		return l, fmt.Errorf("look for the table: %w", err)
-	}
-	if n == 0 {
-		if err := create(ctx, conn, dialect.MySQL, mysqlSeed); err != nil {
-			return l, err
-		}
-		l.Created = true
-	}
-	for attempt := 0; ; attempt++ {
-		took, err := takeMySQLTx(ctx, conn, r, &l)
-		if err != nil {
-			return l, err
-		}
-		if took {
-			break
-		}
-		// No pool row: LAST_INSERT_ID() would have returned whatever this
-		// session held before. Put the row back, outside the transaction,
-		// and take again.
-		if attempt > 0 {
-			return l, ErrNoPoolRow
-		}
-		if _, err := conn.ExecContext(ctx, mysqlSeed, schema.PoolService, schema.PoolInstance); err != nil {
-			return l, fmt.Errorf("re-seed the pool row: %w", err)
-		}
-		l.Reseeded = true
-	}
-	// The audit row is written after the commit (autocommit is on), so that
-	// a failure there cannot undo the take.
-	_, l.AuditErr = conn.ExecContext(ctx, mysqlAudit, r.Service, l.WorkerID, r.Instance, l.WorkerID, r.Instance)
-	return l, nil
-}
-
-// takeMySQLTx runs the take and its read-back in one transaction and
-// commits it; took is false, and nothing is committed, when there is no
-// pool row.
-func takeMySQLTx(ctx context.Context, conn *sql.Conn, r Request, l *Lease) (took bool, err error) {
-	// READ COMMITTED: under REPEATABLE READ an UPDATE that finds no pool row
-	// locks the gap where it would be, and starters that then re-seed it
-	// deadlock on each other's gap locks.
-	tx, err := conn.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
-	if err != nil {
-		return false, fmt.Errorf("begin: %w", err)
-	}
-	defer func() {
-		if !took || err != nil {
-			_ = tx.Rollback()
-		}
-	}()
-	res, err := tx.ExecContext(ctx, mysqlTake, r.Workers, r.Instance, schema.PoolService)
-	if err != nil {
-		return false, fmt.Errorf("take: %w", err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return false, fmt.Errorf("take: %w", err)
-	}
-	if n == 0 {
-		return false, nil
-	}
-	err = readClock(l, r.Now, func(dbMicros *int64) error {
-		return tx.QueryRowContext(ctx, mysqlRead).Scan(&l.WorkerID, dbMicros)
-	})
-	if err != nil {
-		return true, fmt.Errorf("read the taken value: %w", err)
-	}
-	if err := tx.Commit(); err != nil {
-		return true, &commitUnknown{lease: *l, err: fmt.Errorf("commit the take: %w", err)}
-	}
-	return true, nil
-}
-
-// recoverCommit settles a take whose COMMIT went unanswered by reading the
-// pool row on another connection: if it still holds this take's instance
-// tag and worker id, the take committed and nobody has taken since, and the
-// id is ours. Otherwise the take did not commit, or others took after it and
-// there is no telling: the lease fails (and the ladder falls back), which at
-// worst leaves one id unused. It runs in an explicit transaction, so that a
-// DSN with autocommit off cannot leave one open on a pooled connection.
-func recoverCommit(ctx context.Context, r Request, cu *commitUnknown) (Lease, error) {
-	tx, err := r.DB.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
-	if err != nil {
-		return Lease{}, fmt.Errorf("%w (and could not check whether it committed: %v)", cu.err, err)
-	}
-	defer tx.Rollback()
-	confirm, audit, args := mysqlConfirm, mysqlAudit, []any{r.Service, cu.lease.WorkerID, r.Instance, cu.lease.WorkerID, r.Instance}
-	if r.Dialect == dialect.Postgres {
-		confirm, audit, args = pgConfirm, pgAudit, []any{r.Service, cu.lease.WorkerID, r.Instance}
-	}
-	var (
-		worker   int64
-		instance sql.NullString
-	)
-	if err := tx.QueryRowContext(ctx, confirm, schema.PoolService).Scan(&worker, &instance); err != nil {
-		return Lease{}, fmt.Errorf("%w (and could not check whether it committed: %v)", cu.err, err)
-	}
-	if worker != cu.lease.WorkerID || instance.String != r.Instance {
-		return Lease{}, fmt.Errorf("%w (the pool row does not show this take: it did not commit, or others took since)", cu.err)
-	}
-	l := cu.lease
-	l.CommitRecovered = true
-	if _, l.AuditErr = tx.ExecContext(ctx, audit, args...); l.AuditErr == nil {
-		l.AuditErr = tx.Commit()
-	}
-	return l, nil
-}
-
-// execer is what create needs of a *sql.Conn or *sql.Tx.
-type execer interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-}
-
-// queryExecer is what takeReturning needs of a *sql.Conn or *sql.Tx.
-type queryExecer interface {
-	execer
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
-// takeReturning runs a take that returns the new value and the database
-// clock in one statement (UPDATE ... RETURNING). A missing pool row returns
-// no row: it is re-seeded once and the take runs again.
-func takeReturning(ctx context.Context, x queryExecer, take, seed string, r Request, l *Lease) error {
-	for attempt := 0; ; attempt++ {
-		err := readClock(l, r.Now, func(dbMicros *int64) error {
-			return x.QueryRowContext(ctx, take, r.Workers, r.Instance, schema.PoolService).Scan(&l.WorkerID, dbMicros)
-		})
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("take: %w", err)
-		}
-		if attempt > 0 {
-			return ErrNoPoolRow
-		}
-		if _, err := x.ExecContext(ctx, seed, schema.PoolService, schema.PoolInstance); err != nil {
-			return fmt.Errorf("re-seed the pool row: %w", err)
-		}
-		l.Reseeded = true
-	}
-}
-
-// create makes the table from the one definition and seeds the pool row.
-func create(ctx context.Context, x execer, d, seed string) error {
-	stmts, err := schema.CreateStatements(d)
-	if err != nil {
-		return err
-	}
-	for _, ddl := range stmts {
-		if _, err := x.ExecContext(ctx, ddl); err != nil {
-			return fmt.Errorf("create the tables: %w", err)
-		}
-	}
-	if _, err := x.ExecContext(ctx, seed, schema.PoolService, schema.PoolInstance); err != nil {
-		return fmt.Errorf("seed the pool row: %w", err)
-	}
-	return nil
-}
-
-func takePostgres(ctx context.Context, r Request) (l Lease, err error) {
-	// One transaction: SET LOCAL-style bounds that end with it, and the
-	// advisory lock that serialises creation is released at its end.
-	// READ COMMITTED whatever the database's default: under REPEATABLE READ
-	// or SERIALIZABLE, concurrent starters' UPDATEs of the one pool row fail
-	// with serialization errors, and the look after the advisory lock would
-	// not see a table committed meanwhile.
-	tx, err := r.DB.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
-	if err != nil {
-		return l, fmt.Errorf("begin: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback()
-		}
-	}()
-	bound := fmt.Sprintf("%dms", remaining(ctx, time.Millisecond).Milliseconds())
-	if _, err = tx.ExecContext(ctx, pgLockWait, bound); err != nil {
-		return l, fmt.Errorf("bound lock waits: %w", err)
-	}
-	var exists bool
-	if err = tx.QueryRowContext(ctx, pgExists).Scan(&exists); err != nil {
-		return l, fmt.Errorf("look for the table: %w", err)
-	}
-	if !exists {
-		if _, err = tx.ExecContext(ctx, pgCreateLock); err != nil {
-			return l, fmt.Errorf("lock table creation: %w", err)
-		}
-		// Another starter may have created it while we waited for the lock;
-		// in READ COMMITTED this statement sees its commit.
-		if err = tx.QueryRowContext(ctx, pgExists).Scan(&exists); err != nil {
-			return l, fmt.Errorf("look for the table: %w", err)
-		}
-		if !exists {
-			if err = create(ctx, tx, dialect.Postgres, pgSeed); err != nil {
-				return l, err
-			}
-			l.Created = true
-		}
-	}
-	if err = takeReturning(ctx, tx, pgTake, pgSeed, r, &l); err != nil {
-		return l, err
-	}
-	if err = tx.Commit(); err != nil {
-		return l, &commitUnknown{lease: l, err: fmt.Errorf("commit the take: %w", err)}
-	}
-	// The audit row is written after the commit, so that a failure there
-	// cannot undo the take; a server-side wait on it ends with the context
-	// (pgx cancels the query on the server).
-	_, l.AuditErr = r.DB.ExecContext(ctx, pgAudit, r.Service, l.WorkerID, r.Instance)
-	return l, nil
-}
-
-func takeSQLite(ctx context.Context, r Request) (l Lease, err error) {
-	// A pinned connection: busy_timeout is per connection. The connection
-	// goes back to the pool afterwards (dropping it would destroy a shared
-	// in-memory database), with its old busy_timeout restored.
-	conn, err := r.DB.Conn(ctx)
-	if err != nil {
-		return l, fmt.Errorf("get a connection: %w", err)
-	}
-	defer conn.Close()
-	var prev int64
-	if err := conn.QueryRowContext(ctx, sqliteBusyRead).Scan(&prev); err != nil {
-		return l, fmt.Errorf("read busy_timeout: %w", err)
-	}
-	bound := remaining(ctx, time.Millisecond).Milliseconds()
-	if _, err := conn.ExecContext(ctx, fmt.Sprintf(sqliteBusySet, bound)); err != nil {
-		return l, fmt.Errorf("bound lock waits: %w", err)
-	}
-	defer func() {
-		// The context may have ended; this is a local call that does not wait.
-		if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), fmt.Sprintf(sqliteBusySet, prev)); rerr != nil {
-			discard(conn)
-		}
-	}()
-	var n int
-	if err := conn.QueryRowContext(ctx, sqliteExists, schema.TableName).Scan(&n); err != nil {
-		return l, fmt.Errorf("look for the table: %w", err)
-	}
-	if n == 0 {
-		// SQLite's DDL is transactional: others see the table with its pool
-		// row, or not at all.
-		tx, err := conn.BeginTx(ctx, nil)
-		if err != nil {
-			return l, fmt.Errorf("begin: %w", err)
-		}
-		if err := create(ctx, tx, dialect.SQLite, sqliteSeed); err != nil {
-			_ = tx.Rollback()
-			return l, err
-		}
-		if err := tx.Commit(); err != nil {
-			return l, fmt.Errorf("commit the new table: %w", err)
-		}
-		l.Created = true
-	}
-	if err := takeReturning(ctx, conn, sqliteTake, sqliteSeed, r, &l); err != nil {
-		return l, err
-	}
-	_, l.AuditErr = conn.ExecContext(ctx, sqliteAudit, r.Service, l.WorkerID, r.Instance)
-	return l, nil
 }

@@ -24,15 +24,28 @@ import (
 	"github.com/entflake/entflake/schema"
 )
 
+// testLayout is the layout every request of these tests stores.
+const testLayout = "0/10/12 2024-01-01T00:00:00.000Z"
+
 func request(db *sql.DB, d, service string) Request {
-	return Request{DB: db, Dialect: d, Service: service, Instance: service + "@testhost@1@1700000000000", Workers: 1024}
+	return Request{DB: db, Dialect: d, Service: service, Instance: service + "@testhost@1@1700000000000",
+		Workers: 1024, Layout: testLayout, TTL: time.Minute, Horizon: 50 * time.Second}
 }
 
-func take(t testing.TB, r Request) Lease {
+func take(t testing.TB, r Request) Slot {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	l, err := Take(ctx, r)
+	require.NoError(t, err)
+	return l
+}
+
+func mustTakeForLife(t testing.TB, r Request) Lease {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l, err := TakeForLife(ctx, r)
 	require.NoError(t, err)
 	require.NoError(t, l.AuditErr)
 	return l
@@ -97,8 +110,8 @@ func seq(from, to int64) []int64 {
 }
 
 // TestConcurrentTakesDistinct: 64 takes at once through a pool of 16
-// connections each get their own worker id: 1..64 from a fresh pool, and the
-// pool row ends at 64.
+// connections each get their own worker id: the counter's values 2..65 (each
+// a slot nobody held), and the counter ends at 65.
 func TestConcurrentTakesDistinct(t *testing.T) {
 	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
 		db := b.Fresh(t)
@@ -115,17 +128,17 @@ func TestConcurrentTakesDistinct(t *testing.T) {
 	})
 }
 
-// takeMySQLUnpinned is the mistake the source warns about: the same two
-// statements as takeMySQL, issued on *sql.DB, which may run them on two
-// different connections, so that LAST_INSERT_ID() reads another session's
-// value. It exists only to show that TestConcurrentTakesDistinct's check
-// catches it.
+// takeMySQLUnpinned is the mistake the source warns about: the counter's
+// UPDATE and a SELECT LAST_INSERT_ID() issued on *sql.DB, which may run
+// them on two different connections, so that the SELECT reads another
+// session's value. It exists only to show that TestConcurrentTakesDistinct's
+// check catches it.
 func takeMySQLUnpinned(ctx context.Context, db *sql.DB) (int64, error) {
-	if _, err := db.ExecContext(ctx, mysqlTake, 1024, "unpinned", schema.PoolService); err != nil {
+	if _, err := db.ExecContext(ctx, fmt.Sprintf(mysqlText.counter, 1024)); err != nil {
 		return 0, err
 	}
-	var id, micros int64
-	err := db.QueryRowContext(ctx, mysqlRead).Scan(&id, &micros)
+	var id int64
+	err := db.QueryRowContext(ctx, "SELECT LAST_INSERT_ID()").Scan(&id)
 	return id, err
 }
 
@@ -220,29 +233,50 @@ func TestMultiProcessTakes(t *testing.T) {
 	})
 }
 
-// TestEnsureFreshAndExisting: the first take creates the table and seeds the
-// pool; the next finds both.
+// TestEnsureFreshAndExisting: the first take creates both tables and seeds
+// the counter; the next finds them. The slot records its holder.
 func TestEnsureFreshAndExisting(t *testing.T) {
 	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
 		db := b.Fresh(t)
 		l := take(t, request(db.DB, b.Dialect, "svc"))
-		assert.True(t, l.Created)
+		assert.Equal(t, []string{schema.TableName, schema.SlotTableName}, l.Created)
 		assert.False(t, l.Reseeded)
 		assert.Equal(t, int64(1), l.WorkerID)
+		assert.Equal(t, int64(1), l.Fence)
 		l = take(t, request(db.DB, b.Dialect, "svc"))
-		assert.False(t, l.Created)
+		assert.Empty(t, l.Created)
 		assert.Equal(t, int64(2), l.WorkerID)
-		var instance string
-		require.NoError(t, db.QueryRow("SELECT instance FROM sys_sequence WHERE service_name = '__global__'").Scan(&instance))
-		assert.Equal(t, "svc@testhost@1@1700000000000", instance)
+		var service, instance, layout string
+		require.NoError(t, db.QueryRow("SELECT service_name, instance, layout FROM sys_sequence_slot WHERE worker_id = 2").
+			Scan(&service, &instance, &layout))
+		assert.Equal(t, []string{"svc", "svc@testhost@1@1700000000000", testLayout}, []string{service, instance, layout})
+	})
+}
+
+// TestSlotTableAdded: a database from before live leases (sys_sequence
+// only) gets the slot table, and the counter goes on where it was.
+func TestSlotTableAdded(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		db := b.Fresh(t)
+		stmts, err := schema.TableStatements(b.Dialect, schema.TableName)
+		require.NoError(t, err)
+		for _, q := range stmts {
+			_, err = db.Exec(q)
+			require.NoError(t, err)
+		}
+		_, err = db.Exec("INSERT INTO sys_sequence (service_name, worker_id, instance) VALUES ('__global__', 17, 'pool')")
+		require.NoError(t, err)
+		l := take(t, request(db.DB, b.Dialect, "svc"))
+		assert.Equal(t, []string{schema.SlotTableName}, l.Created)
+		assert.Equal(t, int64(18), l.WorkerID)
 	})
 }
 
 // TestFreshDatabaseStorm: 16 starters at once on a database without the
-// table all succeed with distinct ids (PostgreSQL's concurrent CREATE TABLE
+// tables all succeed with distinct ids (PostgreSQL's concurrent CREATE TABLE
 // IF NOT EXISTS can fail on its catalog; five fresh databases each). Where
-// DDL is transactional (PostgreSQL, SQLite) the table appears with its pool
-// row, so no starter finds it without one.
+// DDL is transactional (PostgreSQL, SQLite) the tables appear with the
+// counter row, so no starter finds them without one.
 func TestFreshDatabaseStorm(t *testing.T) {
 	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
 		for range 5 {
@@ -256,8 +290,7 @@ func TestFreshDatabaseStorm(t *testing.T) {
 				}
 				return l.WorkerID, err
 			})
-			slices.Sort(vals)
-			assert.Equal(t, seq(1, 16), vals)
+			assert.Equal(t, 16, distinct(vals))
 			if b.Dialect != dialect.MySQL {
 				assert.Zero(t, reseeded.Load())
 			}
@@ -270,10 +303,10 @@ func TestFreshDatabaseStorm(t *testing.T) {
 func TestAuditRowHoldsWorkerID(t *testing.T) {
 	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
 		db := b.Fresh(t)
-		take(t, request(db.DB, b.Dialect, "other"))
+		mustTakeForLife(t, request(db.DB, b.Dialect, "other"))
 		setPool(t, db.DB, 40)
 		r := request(db.DB, b.Dialect, "billing")
-		l := take(t, r)
+		l := mustTakeForLife(t, r)
 		require.Equal(t, int64(41), l.WorkerID)
 		var (
 			worker   int64
@@ -283,26 +316,26 @@ func TestAuditRowHoldsWorkerID(t *testing.T) {
 			Scan(&worker, &instance))
 		assert.Equal(t, int64(41), worker)
 		assert.Equal(t, r.Instance, instance)
-		// A second start of the service overwrites its row with the new id.
-		l = take(t, r)
-		worker = serviceWorker(t, db.DB, b.Dialect, "billing")
-		assert.Equal(t, l.WorkerID, worker)
-		assert.Equal(t, int64(42), worker)
+		// A live take records it through Audit, which its keeper calls.
+		s := take(t, r)
+		require.NoError(t, Audit(context.Background(), db.DB, b.Dialect, r.Service, r.Instance, s.WorkerID))
+		assert.Equal(t, s.WorkerID, serviceWorker(t, db.DB, b.Dialect, "billing"))
+		assert.Equal(t, int64(42), s.WorkerID)
 	})
 }
 
-// TestWrapAround: with the pool near its limit, 64 starters at once get 64
-// distinct ids across the wrap, the one that gets 0 is told, and the row
-// never leaves the worker range.
+// TestWrapAround: with the counter near its limit, 64 lifetime takes at
+// once get 64 distinct ids across the wrap, the one that gets 0 is told,
+// and the row never leaves the worker range. Live takes wrap alike.
 func TestWrapAround(t *testing.T) {
 	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
 		db := b.Fresh(t)
 		db.SetMaxOpenConns(16)
-		take(t, request(db.DB, b.Dialect, "warmup"))
+		mustTakeForLife(t, request(db.DB, b.Dialect, "warmup"))
 		setPool(t, db.DB, 1000)
 		var wrapped atomic.Int32
 		vals := takeConcurrently(t, 64, func(ctx context.Context) (int64, error) {
-			l, err := Take(ctx, request(db.DB, b.Dialect, "wrap"))
+			l, err := TakeForLife(ctx, request(db.DB, b.Dialect, "wrap"))
 			if l.Wrapped {
 				wrapped.Add(1)
 			}
@@ -324,18 +357,18 @@ func TestWrapAround(t *testing.T) {
 	})
 }
 
-// TestPoolRowOutOfRange: a row written by hand outside the worker range is an
-// error, not a worker id that does not fit the layout.
+// TestPoolRowOutOfRange: a counter written by hand outside the worker range
+// comes back into it (the modulo), never as a worker id that does not fit.
 func TestPoolRowOutOfRange(t *testing.T) {
 	db := dbtest.SQLite(t)
 	take(t, request(db.DB, dialect.SQLite, "svc"))
-	setPool(t, db.DB, -7)
-	_, err := Take(context.Background(), request(db.DB, dialect.SQLite, "svc"))
-	assert.ErrorContains(t, err, "outside 0..1023")
+	setPool(t, db.DB, 5000)
+	l := take(t, request(db.DB, dialect.SQLite, "svc"))
+	assert.Equal(t, int64(5001%1024), l.WorkerID)
 }
 
-// TestPoolRowDeleted: a missing pool row is re-seeded and the take starts the
-// pool over; on MySQL the connection's stale LAST_INSERT_ID is never reported.
+// TestPoolRowDeleted: a missing counter row is re-seeded and the take goes
+// on; on MySQL the connection's stale LAST_INSERT_ID is never reported.
 func TestPoolRowDeleted(t *testing.T) {
 	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
 		db := b.Fresh(t)
@@ -351,15 +384,15 @@ func TestPoolRowDeleted(t *testing.T) {
 		require.NoError(t, err)
 		l := take(t, request(db.DB, b.Dialect, "svc"))
 		assert.True(t, l.Reseeded)
-		assert.False(t, l.Created)
-		assert.Equal(t, int64(1), l.WorkerID)
-		assert.Equal(t, int64(1), poolValue(t, db.DB))
+		assert.Empty(t, l.Created)
+		assert.Equal(t, int64(2), l.WorkerID, "slot 1 is live, so the take moved on to 2")
+		assert.Equal(t, int64(2), poolValue(t, db.DB))
 	})
 }
 
-// TestTableVanished: a table dropped after use is created again and the pool
-// starts over, which the lease reports.
-func TestTableVanished(t *testing.T) {
+// TestTablesVanished: tables dropped after use are created again; a counter
+// that starts over no longer hands out live ids, since the slots decide.
+func TestTablesVanished(t *testing.T) {
 	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
 		db := b.Fresh(t)
 		take(t, request(db.DB, b.Dialect, "svc"))
@@ -367,8 +400,12 @@ func TestTableVanished(t *testing.T) {
 		_, err := db.Exec("DROP TABLE sys_sequence")
 		require.NoError(t, err)
 		l := take(t, request(db.DB, b.Dialect, "svc"))
-		assert.True(t, l.Created)
-		assert.Equal(t, int64(1), l.WorkerID)
+		assert.Equal(t, []string{schema.TableName}, l.Created)
+		assert.Equal(t, int64(3), l.WorkerID, "1 and 2 are live; the counter restarted at 1")
+		_, err = db.Exec("DROP TABLE sys_sequence_slot")
+		require.NoError(t, err)
+		l = take(t, request(db.DB, b.Dialect, "svc"))
+		assert.Equal(t, []string{schema.SlotTableName}, l.Created)
 	})
 }
 
@@ -378,9 +415,12 @@ func TestServiceNameVerbatim(t *testing.T) {
 	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
 		db := b.Fresh(t)
 		name := `x'); DROP TABLE sys_sequence; -- "ünï`
-		take(t, request(db.DB, b.Dialect, name))
+		l := take(t, request(db.DB, b.Dialect, name))
+		require.NoError(t, Audit(context.Background(), db.DB, b.Dialect, name, "i", l.WorkerID))
 		var got string
 		require.NoError(t, db.QueryRow(dbtest.Rebind(b.Dialect, "SELECT service_name FROM sys_sequence WHERE service_name = ?"), name).Scan(&got))
+		assert.Equal(t, name, got)
+		require.NoError(t, db.QueryRow("SELECT service_name FROM sys_sequence_slot WHERE worker_id = 1").Scan(&got))
 		assert.Equal(t, name, got)
 		assert.Equal(t, int64(1), poolValue(t, db.DB))
 	})
@@ -401,17 +441,20 @@ func TestClockSkew(t *testing.T) {
 	})
 }
 
-// TestRowLockedTimesOut: while another transaction holds the pool row, the
-// take gives up at its deadline, and the take it abandoned never commits:
-// not when the lock is released just after the client gave up (before the
-// server's own whole-second bound ran out), nor after that bound.
+// TestRowLockedTimesOut: while another transaction holds the counter row,
+// the take gives up at its deadline, and the server gives up the queued
+// UPDATE at its own bound too (whole seconds on MySQL): released after that
+// bound, the counter has not moved. Released before it, the abandoned
+// UPDATE may still move the counter, which costs nothing (the counter only
+// says where to look); it never claims a slot.
 func TestRowLockedTimesOut(t *testing.T) {
 	for _, c := range []struct {
 		name           string
 		timeout, until time.Duration // the lease's deadline; when the holder lets go
+		moved          bool          // whether the counter may have moved (MySQL: the statement outlived the client)
 	}{
-		{"released after the server bound", time.Second, 2500 * time.Millisecond},
-		{"released before the server bound", 1200 * time.Millisecond, 1500 * time.Millisecond},
+		{"released after the server bound", time.Second, 2500 * time.Millisecond, false},
+		{"released before the server bound", 1200 * time.Millisecond, 1500 * time.Millisecond, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
@@ -422,14 +465,19 @@ func TestRowLockedTimesOut(t *testing.T) {
 				ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 				defer cancel()
 				start := time.Now()
-				_, err := Take(ctx, request(db.DB, b.Dialect, "svc"))
+				_, err := Take(ctx, request(db.DB, b.Dialect, "abandoned"))
 				elapsed := time.Since(start)
 				require.Error(t, err)
 				assert.Less(t, elapsed, c.timeout+2*time.Second, "gave up within the deadline plus 2 s")
 				time.Sleep(c.until - elapsed)
 				release() // an UPDATE still queued on the server would run now
 				time.Sleep(time.Second)
-				assert.Equal(t, before, poolValue(t, db.DB), "the abandoned take must not commit after the client gave up")
+				if !c.moved || b.Dialect != dialect.MySQL {
+					assert.Equal(t, before, poolValue(t, db.DB), "the server gave up the abandoned UPDATE")
+				}
+				var n int
+				require.NoError(t, db.QueryRow("SELECT COUNT(*) FROM sys_sequence_slot WHERE service_name = 'abandoned'").Scan(&n))
+				assert.Zero(t, n, "an abandoned take claims no slot")
 			})
 		})
 	}
@@ -446,10 +494,17 @@ func TestMySQLAutocommitOff(t *testing.T) {
 	var ac int
 	require.NoError(t, off.QueryRow("SELECT @@autocommit").Scan(&ac))
 	require.Zero(t, ac, "the DSN did turn autocommit off")
+	off.SetMaxOpenConns(1) // the lease's connection is the one checked after it
 	got := []int64{take(t, request(off, dialect.MySQL, "svc")).WorkerID, take(t, request(off, dialect.MySQL, "svc")).WorkerID}
 	assert.Equal(t, []int64{1, 2}, got)
 	assert.Equal(t, int64(2), poolValue(t, db.DB), "seen from another connection: committed")
+	var n int
+	require.NoError(t, db.QueryRow("SELECT COUNT(*) FROM sys_sequence_slot WHERE fence = 1").Scan(&n))
+	assert.Equal(t, 2, n, "both slots committed")
+	require.NoError(t, Audit(context.Background(), off, dialect.MySQL, "svc", "i", 2))
 	assert.Equal(t, int64(2), serviceWorker(t, db.DB, dialect.MySQL, "svc"))
+	require.NoError(t, off.QueryRow("SELECT @@autocommit").Scan(&ac))
+	assert.Zero(t, ac, "the lease put the session's autocommit back")
 }
 
 // TestPostgresRepeatableReadDefault: a database whose transactions default
@@ -527,6 +582,10 @@ func TestRequestValidation(t *testing.T) {
 		"empty instance":  {func(r *Request) { r.Instance = "" }, "instance tag"},
 		"long instance":   {func(r *Request) { r.Instance = strings.Repeat("i", 129) }, "instance tag"},
 		"one worker":      {func(r *Request) { r.Workers = 1 }, "worker range 1"},
+		"no layout":       {func(r *Request) { r.Layout = "" }, "layout must have"},
+		"long layout":     {func(r *Request) { r.Layout = strings.Repeat("l", 65) }, "layout must have"},
+		"explicit range":  {func(r *Request) { r.Explicit, r.WorkerID = true, 1024 }, "worker id 1024 is outside 0..1023"},
+		"negative TTL":    {func(r *Request) { r.TTL = -time.Second }, "negative TTL"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			r := ok
@@ -555,13 +614,13 @@ func TestNoCreatePrivilege(t *testing.T) {
 		require.NoError(t, err)
 
 		_, err = Take(context.Background(), request(restricted, dialect.MySQL, "svc"))
-		require.ErrorContains(t, err, "create the table")
+		require.ErrorContains(t, err, "create table sys_sequence")
 		require.ErrorContains(t, err, "CREATE command denied")
 
 		take(t, request(db.DB, dialect.MySQL, "svc")) // the owner creates it: 1
 		l := take(t, request(restricted, dialect.MySQL, "svc"))
 		assert.Equal(t, int64(2), l.WorkerID)
-		assert.False(t, l.Created)
+		assert.Empty(t, l.Created)
 	})
 	t.Run("postgres", func(t *testing.T) {
 		db := dbtest.Postgres(t)
@@ -569,15 +628,15 @@ func TestNoCreatePrivilege(t *testing.T) {
 
 		// PostgreSQL 15 gives ordinary users no CREATE on schema public.
 		_, err := Take(context.Background(), request(restricted, dialect.Postgres, "svc"))
-		require.ErrorContains(t, err, "create the table")
+		require.ErrorContains(t, err, "create table sys_sequence")
 		require.ErrorContains(t, err, "permission denied")
 
 		take(t, request(db.DB, dialect.Postgres, "svc"))
-		_, err = db.Exec("GRANT SELECT, INSERT, UPDATE ON sys_sequence TO " + user)
+		_, err = db.Exec("GRANT SELECT, INSERT, UPDATE ON sys_sequence, sys_sequence_slot TO " + user)
 		require.NoError(t, err)
 		l := take(t, request(restricted, dialect.Postgres, "svc"))
 		assert.Equal(t, int64(2), l.WorkerID)
-		assert.False(t, l.Created)
+		assert.Empty(t, l.Created)
 	})
 }
 
@@ -628,7 +687,11 @@ func TestJavaAllocatorSharesPool(t *testing.T) {
 		require.NoError(t, err)
 		return id
 	}
-	goTake := func(t *testing.T, db *sql.DB) int64 { return take(t, request(db, dialect.MySQL, "go-svc")).WorkerID }
+	goTake := func(t *testing.T, db *sql.DB) int64 {
+		l := take(t, request(db, dialect.MySQL, "go-svc"))
+		require.NoError(t, Audit(ctx, db, dialect.MySQL, "go-svc", "go-svc@host@1@1", l.WorkerID)) // as the keeper does
+		return l.WorkerID
+	}
 
 	t.Run("go creates", func(t *testing.T) {
 		db := dbtest.MySQL(t)
@@ -658,12 +721,13 @@ func TestJavaAllocatorSharesPool(t *testing.T) {
 	})
 	t.Run("wrap", func(t *testing.T) {
 		// Our take keeps the row below 1024, so the Java reset only runs
-		// when Java itself takes from 1023.
+		// when Java itself takes from 1023. Go then skips 1, whose slot its
+		// first take still holds.
 		db := dbtest.MySQL(t)
 		goTake(t, db.DB)
 		setPool(t, db.DB, 1022)
-		assert.Equal(t, []int64{1023, 0, 1, 2}, []int64{goTake(t, db.DB), java(t, db.DB), goTake(t, db.DB), java(t, db.DB)})
-		assert.Equal(t, int64(2), poolValue(t, db.DB))
+		assert.Equal(t, []int64{1023, 0, 2, 3}, []int64{goTake(t, db.DB), java(t, db.DB), goTake(t, db.DB), java(t, db.DB)})
+		assert.Equal(t, int64(3), poolValue(t, db.DB))
 	})
 }
 
@@ -676,10 +740,15 @@ func TestSQLiteInMemorySingleConnection(t *testing.T) {
 	defer db.Close()
 	db.SetMaxOpenConns(1)
 	db.SetConnMaxLifetime(0)
-	l := take(t, request(db, dialect.SQLite, "svc"))
-	assert.True(t, l.Created)
-	l = take(t, request(db, dialect.SQLite, "svc"))
-	assert.False(t, l.Created)
+	private, err := Private(context.Background(), db, dialect.SQLite)
+	require.NoError(t, err)
+	assert.True(t, private)
+	r := request(db, dialect.SQLite, "svc")
+	r.Forever = true
+	l := take(t, r)
+	assert.NotEmpty(t, l.Created)
+	l = take(t, r)
+	assert.Empty(t, l.Created)
 	assert.Equal(t, int64(2), l.WorkerID)
 	var busy int
 	require.NoError(t, db.QueryRow("PRAGMA busy_timeout").Scan(&busy))

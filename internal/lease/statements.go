@@ -1,118 +1,287 @@
 package lease
 
+import (
+	"fmt"
+
+	"entgo.io/ent/dialect"
+)
+
 // Every statement the lease sends, for every dialect, is in this file. The
-// table's DDL is not: it comes from package schema (schema.CreateSQL).
+// tables' DDL is not: it comes from package schema (schema.TableStatements).
 //
-// All values that come from users (service names, instance tags) are bound
-// as parameters. The only numbers formatted into SQL text are the lock-wait
-// bounds the lease computes itself.
+// Values that come from users (service names, instance tags, layouts) are
+// always bound as parameters. Numbers the lease computes itself (worker ids,
+// fences, milliseconds, bounds) are formatted into the text of statements
+// that have no string to bind: go-sql-driver/mysql sends such a statement in
+// one round trip (COM_QUERY), where a bound one costs two (prepare, then
+// execute) unless the DSN sets interpolateParams. Formatting an int64 with
+// %d cannot inject anything.
+//
+// Liveness is decided by the database's clock, inside the statement that
+// acts on it (NOW_MS below), never by a clock of the client's: a slot is
+// free when its expires_ms has passed on the database's clock. Uniqueness
+// does not depend on any clock: it rests on promise_ms (see package doc).
+
+// sqlText is the text of every statement for one dialect. Fields named like
+// a format take the arguments listed beside them.
+type sqlText struct {
+	// exists: one bound table name; COUNT of that table, or (PostgreSQL) a
+	// bool. Looking first lets a user without CREATE privilege lease from
+	// existing tables: MariaDB and PostgreSQL refuse CREATE TABLE IF NOT
+	// EXISTS without the privilege even when the table is there.
+	exists string
+	// seed puts the counter row ('__global__') in unless it is there.
+	seed string
+	// counter: workers. Moves the '__global__' counter to its next value,
+	// modulo the worker range, in one statement: the only statement that
+	// touches the row every starter shares, so the critical section on it is
+	// one statement long, whatever the rest of the lease does.
+	counter string
+	// readSlot: worker id. The slot (NULLs when its row does not exist
+	// yet), the database clock, and the lowest and highest layout among
+	// the live slots (the layout guard without a bound parameter).
+	readSlot string
+	// claim: service, instance, layout, ttl ms, promise ms, worker id,
+	// beats, takeover (1 or 0). The compare-and-set of a take: it succeeds
+	// only if nobody wrote the row since it was read (beats) and the slot
+	// has expired on the database's clock, or (takeover) unconditionally.
+	// The fence moves up by one.
+	claim string
+	// insert: worker id, service, instance, layout, ttl ms, promise ms. The
+	// take of a slot that has no row yet; a duplicate key means another
+	// starter took it first.
+	insert string
+	// candidates: workers, start, near ms. Up to 8 free slots, those whose
+	// promise is below near first, then in counter order from start.
+	candidates string
+	// census: workers (three times). Live slots, rows, the lowest worker id
+	// without a row (NULL if none past an existing one), and whether 0 has one.
+	census string
+	// holder: bound worker id. Who holds a slot, for error messages.
+	holder string
+	// otherLayout: bound layout. A live holder with another layout.
+	otherLayout string
+	// renew: ttl ms, promise ms, worker id, fence. Keeps a slot live and
+	// raises (never lowers) its promise. Every write moves beats, so that it
+	// always changes the row: go-sql-driver reports changed rows, not
+	// matched ones, and a write that changed nothing would read as lost.
+	renew string
+	// release: promise ms, worker id, fence. Frees the slot now and leaves
+	// the exact last issued millisecond as its promise.
+	release string
+	// audit: service, worker id, instance (bound; MySQL twice, for its ON
+	// DUPLICATE KEY UPDATE). The service's row in sys_sequence: who started
+	// last and which worker id it took.
+	audit string
+}
+
+// nowMs is each dialect's database clock in Unix milliseconds. It is read
+// within the statement that decides, and it stays the same throughout one
+// statement on all three.
+const (
+	// UTC_TIMESTAMP does not depend on the session's time zone, and
+	// TIMESTAMPDIFF between two zone-less values has no DST ambiguity
+	// (UNIX_TIMESTAMP(CURRENT_TIMESTAMP(3)) is an hour off in the hour a DST
+	// zone repeats). Both are fixed for the statement, also when the binary
+	// log replays it.
+	mysqlNowMs = "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000)"
+	// statement_timestamp, not now() (the transaction's start, stale inside
+	// a long transaction) nor clock_timestamp() (moves within a statement).
+	// EXTRACT returns numeric (PostgreSQL 14+), so FLOOR is exact.
+	pgNowMs = "FLOOR(EXTRACT(EPOCH FROM statement_timestamp()) * 1000)::bigint"
+	// unixepoch('subsec') needs SQLite 3.42 (modernc.org/sqlite bundles a
+	// later one); 'now' is fixed for one statement. A float, so it may read
+	// a millisecond low: liveness only, never uniqueness, depends on it.
+	sqliteNowMs = "CAST(unixepoch('subsec') * 1000 AS INTEGER)"
+)
+
+// slotColumns is the column list of the insert, in the order of its values.
+const slotColumns = "worker_id, service_name, instance, layout, fence, beats, taken_ms, expires_ms, promise_ms, updated_at"
+
+// readSlotFormat, candidatesFormat and censusFormat are shared: their only
+// differences are the clock expression and the placeholders, and they have
+// no placeholders.
+const (
+	readSlotFormat = "SELECT s.fence, s.beats, s.expires_ms, s.promise_ms, s.service_name, s.instance, s.layout, k.now_ms, " +
+		"(SELECT MIN(layout) FROM sys_sequence_slot WHERE expires_ms >= k.now_ms), " +
+		"(SELECT MAX(layout) FROM sys_sequence_slot WHERE expires_ms >= k.now_ms) " +
+		"FROM (SELECT %%d AS worker_id, %s AS now_ms) AS k " +
+		"LEFT JOIN sys_sequence_slot AS s ON s.worker_id = k.worker_id"
+	candidatesFormat = "SELECT worker_id, fence, beats, promise_ms FROM sys_sequence_slot " +
+		"WHERE worker_id < %%[1]d AND expires_ms < %s " +
+		"ORDER BY CASE WHEN promise_ms < %%[3]d THEN 0 ELSE 1 END, (worker_id + %%[1]d - %%[2]d) %%%% %%[1]d LIMIT 8"
+	censusFormat = "SELECT " +
+		"(SELECT COUNT(*) FROM sys_sequence_slot WHERE worker_id < %%[1]d AND expires_ms >= %s), " +
+		"(SELECT COUNT(*) FROM sys_sequence_slot WHERE worker_id < %%[1]d), " +
+		"(SELECT MIN(a.worker_id + 1) FROM sys_sequence_slot AS a WHERE a.worker_id + 1 < %%[1]d " +
+		"AND NOT EXISTS (SELECT 1 FROM sys_sequence_slot AS b WHERE b.worker_id = a.worker_id + 1)), " +
+		"(SELECT COUNT(*) FROM sys_sequence_slot WHERE worker_id = 0)"
+)
 
 // MySQL and MariaDB. Tested on MariaDB 10.11; nothing here is missing from
-// MySQL 5.7 or 8.x.
-const (
-	// Session settings for the lease. autocommit = 1, because a DSN or the
-	// server's init_connect may turn it off, and then the ensure step's
-	// statements and the audit row would never be committed. Bounds on
-	// server-side waits, so that an UPDATE queued on the pool row's lock
-	// gives up and frees its place in the queue (the server's default
-	// innodb_lock_wait_timeout is 50 s; lock_wait_timeout, for metadata
-	// locks, a year); whole seconds, at least 1. The connection is discarded
-	// after the lease, so none of this leaks into the application's pool.
-	mysqlSession = "SET SESSION autocommit = 1, innodb_lock_wait_timeout = %d, lock_wait_timeout = %d"
-
+// MySQL 5.7 or 8.x. No statement needs READ COMMITTED, which the server
+// refuses for writes under binlog_format=STATEMENT (error 1665): each runs
+// on its own (autocommit), or in a transaction of the session's default
+// isolation.
+var mysqlText = sqlText{
 	// information_schema lists only tables the user has some privilege on,
 	// which a user allowed to lease has. DATABASE() is the DSN's database.
-	mysqlExists = "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?"
+	exists: "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?",
+	// Unlike INSERT IGNORE, a duplicate key is the only error this swallows.
+	seed: "INSERT INTO sys_sequence (service_name, worker_id, instance) VALUES ('__global__', 0, 'pool') " +
+		"ON DUPLICATE KEY UPDATE service_name = service_name",
+	// LAST_INSERT_ID(expr) returns expr and stores it in the session; the
+	// server also sends it in the statement's OK packet, where
+	// go-sql-driver's Result.LastInsertId reads it: one round trip, no
+	// second statement on the same connection (measured 64 of 64 distinct
+	// under 64 concurrent starters on MariaDB). InnoDB holds the row's lock
+	// while it computes the new value, so concurrent starters queue and
+	// each sees the previous one's result. The row always changes (the
+	// value moves), so "changed rows" tells whether it matched. TiDB's OK
+	// packet has differed from MySQL's for some statements
+	// (pingcap/tidb#55965); it is checked there separately.
+	counter: "UPDATE sys_sequence SET worker_id = LAST_INSERT_ID((worker_id + 1) %% %d), updated_at = NOW() " +
+		"WHERE service_name = '__global__'",
+	readSlot: fmt.Sprintf(readSlotFormat, mysqlNowMs),
+	// MySQL evaluates WHERE on the row as it was, and SET left to right;
+	// no assignment here reads a column another one wrote.
+	claim: "UPDATE sys_sequence_slot SET fence = fence + 1, beats = beats + 1, service_name = ?, instance = ?, layout = ?, " +
+		"taken_ms = " + mysqlNowMs + ", expires_ms = " + mysqlNowMs + " + ?, promise_ms = ?, updated_at = NOW() " +
+		"WHERE worker_id = ? AND beats = ? AND (? = 1 OR expires_ms < " + mysqlNowMs + ")",
+	insert: "INSERT INTO sys_sequence_slot (" + slotColumns + ") VALUES (?, ?, ?, ?, 1, 1, " +
+		mysqlNowMs + ", " + mysqlNowMs + " + ?, ?, NOW())",
+	candidates: fmt.Sprintf(candidatesFormat, mysqlNowMs),
+	census:     fmt.Sprintf(censusFormat, mysqlNowMs),
+	holder: "SELECT fence, service_name, instance, expires_ms, promise_ms, layout, " + mysqlNowMs +
+		" FROM sys_sequence_slot WHERE worker_id = ?",
+	otherLayout: "SELECT worker_id, service_name, instance, layout FROM sys_sequence_slot " +
+		"WHERE expires_ms >= " + mysqlNowMs + " AND layout <> ? ORDER BY worker_id LIMIT 1",
+	renew: "UPDATE sys_sequence_slot SET beats = beats + 1, expires_ms = " + mysqlNowMs + " + %d, " +
+		"promise_ms = GREATEST(promise_ms, %d), updated_at = NOW() WHERE worker_id = %d AND fence = %d",
+	release: "UPDATE sys_sequence_slot SET beats = beats + 1, expires_ms = 0, promise_ms = %d, updated_at = NOW() " +
+		"WHERE worker_id = %d AND fence = %d",
+	// The audit row records the worker id actually handed out (the Java
+	// allocator wrote a constant 0 here).
+	audit: "INSERT INTO sys_sequence (service_name, worker_id, instance, updated_at) VALUES (?, ?, ?, NOW()) " +
+		"ON DUPLICATE KEY UPDATE worker_id = ?, instance = ?, updated_at = NOW()",
+}
 
-	// Insert the pool row unless it is there. Unlike INSERT IGNORE, a
-	// duplicate key is the only error this swallows.
-	mysqlSeed = "INSERT INTO sys_sequence (service_name, worker_id, instance) VALUES (?, 0, ?) " +
-		"ON DUPLICATE KEY UPDATE service_name = service_name"
-
-	// The atomic take, inside an explicit transaction that only our COMMIT
-	// ends: if the client gives up (its deadline, a killed connection), the
-	// server rolls the take back instead of committing it after the client
-	// left, so no worker id is used up unseen. InnoDB holds the pool row's
-	// exclusive lock while it computes the new value, so concurrent starters
-	// queue and each sees the previous one's result. LAST_INSERT_ID(expr)
-	// returns expr and also stores it in the session, where mysqlRead finds
-	// it. The modulo keeps the row inside the layout's worker range, so a
-	// wrap to 0 happens inside the same atomic statement and concurrent
-	// starters past the limit still get distinct values (the Java
-	// allocator's separate reset UPDATE raced). The row always changes
-	// (worker_id moves, instance carries the start time), so the driver's
-	// "changed rows" count tells whether it matched.
-	mysqlTake = "UPDATE sys_sequence SET worker_id = LAST_INSERT_ID((worker_id + 1) % ?), " +
-		"instance = ?, updated_at = NOW() WHERE service_name = ?"
-
-	// LAST_INSERT_ID() is per connection: this must run on the connection
-	// that ran mysqlTake (on another one it reads that session's last value).
-	// It reads the server's clock in the same round trip, in microseconds
-	// since 1970: UTC_TIMESTAMP does not depend on the session time zone, and
-	// TIMESTAMPDIFF between two zone-less values has no DST ambiguity (unlike
-	// UNIX_TIMESTAMP(NOW()) in the hour a DST zone repeats).
-	mysqlRead = "SELECT LAST_INSERT_ID(), TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))"
-
-	// Reads the pool row back after a COMMIT whose answer was lost.
-	mysqlConfirm = "SELECT worker_id, instance FROM sys_sequence WHERE service_name = ?"
-
-	// The service's audit row records the worker id actually handed out (the
-	// Java allocator wrote a constant 0 here).
-	mysqlAudit = "INSERT INTO sys_sequence (service_name, worker_id, instance, updated_at) VALUES (?, ?, ?, NOW()) " +
-		"ON DUPLICATE KEY UPDATE worker_id = ?, instance = ?, updated_at = NOW()"
+// The lease's session settings on MySQL, saved and put back on the pinned
+// connection so that it goes back to the pool as it came (no reconnect per
+// lease). The right-hand sides of one SET are all read before any variable
+// is assigned (checked on MariaDB 10.11: SET @a = @@autocommit, autocommit
+// = 0 leaves @a at the old value), so the save and the change are one round
+// trip, and so is the restore.
+//
+// autocommit = 1, because a DSN or the server's init_connect may turn it
+// off, and then nothing the lease writes would be committed. Bounds on
+// server-side waits, in whole seconds (at least 1), so that a statement
+// queued on a row lock gives up on the server too when the client has gone
+// (the server's default innodb_lock_wait_timeout is 50 s; lock_wait_timeout,
+// for the metadata locks of CREATE TABLE, a year).
+const (
+	mysqlSessionSave = "SET @entflake_autocommit = @@session.autocommit, " +
+		"@entflake_lock_wait = @@session.innodb_lock_wait_timeout, @entflake_mdl_wait = @@session.lock_wait_timeout, " +
+		"SESSION autocommit = 1, SESSION innodb_lock_wait_timeout = %d, SESSION lock_wait_timeout = %d"
+	mysqlSessionRestore = "SET SESSION autocommit = @entflake_autocommit, " +
+		"SESSION innodb_lock_wait_timeout = @entflake_lock_wait, SESSION lock_wait_timeout = @entflake_mdl_wait, " +
+		"@entflake_autocommit = NULL, @entflake_lock_wait = NULL, @entflake_mdl_wait = NULL"
 )
 
 // PostgreSQL (tested on 15).
-const (
-	// Transaction-local bounds on lock waits and statements: they end with the
-	// lease's transaction and never leak into the application's pool.
-	// lock_timeout also bounds pg_advisory_xact_lock.
-	pgLockWait = "SELECT set_config('lock_timeout', $1, true), set_config('statement_timeout', $1, true)"
-
+var pgText = sqlText{
 	// to_regclass resolves through search_path and returns NULL, rather than
 	// failing, for a table that is not there; it needs no privilege on it.
-	pgExists = "SELECT to_regclass('sys_sequence') IS NOT NULL"
+	exists: "SELECT to_regclass($1) IS NOT NULL",
+	seed: "INSERT INTO sys_sequence (service_name, worker_id, instance) VALUES ('__global__', 0, 'pool') " +
+		"ON CONFLICT (service_name) DO NOTHING",
+	// The row lock serialises starters; RETURNING hands back the new value.
+	// Run on its own it commits at once; under a REPEATABLE READ or
+	// SERIALIZABLE default a concurrent starter's update makes it fail with
+	// 40001, and the lease runs it again in a READ COMMITTED transaction.
+	counter: "UPDATE sys_sequence SET worker_id = (worker_id + 1) %% %d, updated_at = CURRENT_TIMESTAMP " +
+		"WHERE service_name = '__global__' RETURNING worker_id",
+	readSlot: fmt.Sprintf(readSlotFormat, pgNowMs),
+	// PostgreSQL's SET sees the row as it was in every assignment.
+	claim: "UPDATE sys_sequence_slot SET fence = fence + 1, beats = beats + 1, service_name = $1, instance = $2, layout = $3, " +
+		"taken_ms = " + pgNowMs + ", expires_ms = " + pgNowMs + " + $4, promise_ms = $5, updated_at = CURRENT_TIMESTAMP " +
+		"WHERE worker_id = $6 AND beats = $7 AND ($8 = 1 OR expires_ms < " + pgNowMs + ")",
+	insert: "INSERT INTO sys_sequence_slot (" + slotColumns + ") VALUES ($1, $2, $3, $4, 1, 1, " +
+		pgNowMs + ", " + pgNowMs + " + $5, $6, CURRENT_TIMESTAMP)",
+	candidates: fmt.Sprintf(candidatesFormat, pgNowMs),
+	census:     fmt.Sprintf(censusFormat, pgNowMs),
+	holder: "SELECT fence, service_name, instance, expires_ms, promise_ms, layout, " + pgNowMs +
+		" FROM sys_sequence_slot WHERE worker_id = $1",
+	otherLayout: "SELECT worker_id, service_name, instance, layout FROM sys_sequence_slot " +
+		"WHERE expires_ms >= " + pgNowMs + " AND layout <> $1 ORDER BY worker_id LIMIT 1",
+	renew: "UPDATE sys_sequence_slot SET beats = beats + 1, expires_ms = " + pgNowMs + " + %d, " +
+		"promise_ms = GREATEST(promise_ms, %d), updated_at = CURRENT_TIMESTAMP WHERE worker_id = %d AND fence = %d",
+	release: "UPDATE sys_sequence_slot SET beats = beats + 1, expires_ms = 0, promise_ms = %d, updated_at = CURRENT_TIMESTAMP " +
+		"WHERE worker_id = %d AND fence = %d",
+	audit: "INSERT INTO sys_sequence (service_name, worker_id, instance, updated_at) VALUES ($1, $2, $3, CURRENT_TIMESTAMP) " +
+		"ON CONFLICT (service_name) DO UPDATE SET worker_id = EXCLUDED.worker_id, instance = EXCLUDED.instance, updated_at = EXCLUDED.updated_at",
+}
 
-	// Concurrent CREATE TABLE IF NOT EXISTS on a fresh database can fail on
-	// the catalog's unique index (pg_type_typname_nsp_index); starters that
-	// find the table missing serialise on this transaction-scoped advisory
-	// lock and look again. The key is arbitrary and fixed ('entflake' in
-	// ASCII).
+// PostgreSQL's creation lock: concurrent CREATE TABLE IF NOT EXISTS on a
+// fresh database can fail on the catalog's unique index
+// (pg_type_typname_nsp_index); starters that find a table missing serialise
+// on this transaction-scoped advisory lock and look again. The key is
+// arbitrary and fixed ('entflake' in ASCII). lock_timeout, local to the
+// transaction, bounds the wait for it and for the DDL's locks.
+const (
 	pgCreateLock = "SELECT pg_advisory_xact_lock(7308907228522703717)"
-
-	pgSeed = "INSERT INTO sys_sequence (service_name, worker_id, instance) VALUES ($1, 0, $2) " +
-		"ON CONFLICT (service_name) DO NOTHING"
-
-	// The atomic take: the row lock serialises starters; RETURNING hands back
-	// the new value with the server's clock in microseconds (clock_timestamp,
-	// not now(), which is the transaction's start) in the same round trip.
-	pgTake = "UPDATE sys_sequence SET worker_id = (worker_id + 1) % $1, instance = $2, updated_at = CURRENT_TIMESTAMP " +
-		"WHERE service_name = $3 RETURNING worker_id, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::bigint"
-
-	pgConfirm = "SELECT worker_id, instance FROM sys_sequence WHERE service_name = $1"
-
-	pgAudit = "INSERT INTO sys_sequence (service_name, worker_id, instance, updated_at) VALUES ($1, $2, $3, CURRENT_TIMESTAMP) " +
-		"ON CONFLICT (service_name) DO UPDATE SET worker_id = EXCLUDED.worker_id, instance = EXCLUDED.instance, updated_at = EXCLUDED.updated_at"
+	pgLockWait   = "SELECT set_config('lock_timeout', $1, true)"
 )
 
-// SQLite (3.35 or later, for RETURNING; modernc.org/sqlite bundles one).
+// SQLite (3.42 or later, for RETURNING and unixepoch('subsec');
+// modernc.org/sqlite bundles one). It runs one writer at a time, so every
+// UPDATE is atomic; its clock is the process's own.
+var sqliteText = sqlText{
+	exists: "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?",
+	seed: "INSERT INTO sys_sequence (service_name, worker_id, instance) VALUES ('__global__', 0, 'pool') " +
+		"ON CONFLICT (service_name) DO NOTHING",
+	counter: "UPDATE sys_sequence SET worker_id = (worker_id + 1) %% %d, updated_at = CURRENT_TIMESTAMP " +
+		"WHERE service_name = '__global__' RETURNING worker_id",
+	readSlot: fmt.Sprintf(readSlotFormat, sqliteNowMs),
+	claim: "UPDATE sys_sequence_slot SET fence = fence + 1, beats = beats + 1, service_name = ?, instance = ?, layout = ?, " +
+		"taken_ms = " + sqliteNowMs + ", expires_ms = " + sqliteNowMs + " + ?, promise_ms = ?, updated_at = CURRENT_TIMESTAMP " +
+		"WHERE worker_id = ? AND beats = ? AND (? = 1 OR expires_ms < " + sqliteNowMs + ")",
+	insert: "INSERT INTO sys_sequence_slot (" + slotColumns + ") VALUES (?, ?, ?, ?, 1, 1, " +
+		sqliteNowMs + ", " + sqliteNowMs + " + ?, ?, CURRENT_TIMESTAMP)",
+	candidates: fmt.Sprintf(candidatesFormat, sqliteNowMs),
+	census:     fmt.Sprintf(censusFormat, sqliteNowMs),
+	holder: "SELECT fence, service_name, instance, expires_ms, promise_ms, layout, " + sqliteNowMs +
+		" FROM sys_sequence_slot WHERE worker_id = ?",
+	otherLayout: "SELECT worker_id, service_name, instance, layout FROM sys_sequence_slot " +
+		"WHERE expires_ms >= " + sqliteNowMs + " AND layout <> ? ORDER BY worker_id LIMIT 1",
+	// SQLite has no GREATEST; max() with two arguments is its scalar maximum.
+	renew: "UPDATE sys_sequence_slot SET beats = beats + 1, expires_ms = " + sqliteNowMs + " + %d, " +
+		"promise_ms = max(promise_ms, %d), updated_at = CURRENT_TIMESTAMP WHERE worker_id = %d AND fence = %d",
+	release: "UPDATE sys_sequence_slot SET beats = beats + 1, expires_ms = 0, promise_ms = %d, updated_at = CURRENT_TIMESTAMP " +
+		"WHERE worker_id = %d AND fence = %d",
+	audit: "INSERT INTO sys_sequence (service_name, worker_id, instance, updated_at) VALUES (?, ?, ?, CURRENT_TIMESTAMP) " +
+		"ON CONFLICT (service_name) DO UPDATE SET worker_id = excluded.worker_id, instance = excluded.instance, updated_at = excluded.updated_at",
+}
+
+// SQLite's per-connection settings: busy_timeout is 0 unless set (a second
+// writer then fails at once with SQLITE_BUSY); the lease sets it on its
+// pinned connection for its own duration and puts the old value back.
+// database_list names the file behind "main": empty for an in-memory
+// database, which no other process can open, so it needs no heartbeat.
 const (
-	// busy_timeout is per connection and 0 unless set: without it a second
-	// writer fails at once with SQLITE_BUSY. The lease sets it on its pinned
-	// connection for its own duration and puts the old value back.
 	sqliteBusyRead = "PRAGMA busy_timeout"
 	sqliteBusySet  = "PRAGMA busy_timeout = %d"
-
-	sqliteExists = "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?"
-
-	sqliteSeed = "INSERT INTO sys_sequence (service_name, worker_id, instance) VALUES (?, 0, ?) " +
-		"ON CONFLICT (service_name) DO NOTHING"
-
-	// SQLite runs one writer at a time, so the UPDATE is atomic; the clock is
-	// the process's own (SQLite runs in it), read for uniformity.
-	sqliteTake = "UPDATE sys_sequence SET worker_id = (worker_id + 1) % ?, instance = ?, updated_at = CURRENT_TIMESTAMP " +
-		"WHERE service_name = ? RETURNING worker_id, CAST((julianday('now') - 2440587.5) * 86400000000.0 AS INTEGER)"
-
-	sqliteAudit = "INSERT INTO sys_sequence (service_name, worker_id, instance, updated_at) VALUES (?, ?, ?, CURRENT_TIMESTAMP) " +
-		"ON CONFLICT (service_name) DO UPDATE SET worker_id = excluded.worker_id, instance = excluded.instance, updated_at = excluded.updated_at"
+	sqliteDatabase = "SELECT file FROM pragma_database_list WHERE name = 'main'"
 )
+
+// textFor returns the statements of a dialect that schema.CheckDialect
+// accepted.
+func textFor(d string) *sqlText {
+	switch d {
+	case dialect.MySQL:
+		return &mysqlText
+	case dialect.Postgres:
+		return &pgText
+	}
+	return &sqliteText
+}

@@ -1,0 +1,106 @@
+package entflake
+
+import (
+	"fmt"
+	"time"
+)
+
+// Heartbeat is the timing of a live lease. A zero field takes its default.
+//
+// The holder renews its slot every Interval while renewals succeed, and
+// every Retry while they fail, each renewal bounded by Timeout. A slot
+// whose holder has not renewed for TTL (on the database's clock) is free
+// for the next starter. Each renewal promises IDs up to the holder's clock
+// plus TTL - Margin, and the holder never issues an ID past the promise the
+// database has acknowledged; it stops (NextID returns ErrFenced) when its
+// clock reaches it, Margin before its slot can expire.
+//
+// The rule Open checks: TTL >= Interval + Timeout + Retry + Margin. What is
+// left over is Outage, the longest database outage (or failover) that the
+// holder rides out without stopping:
+//
+//	Outage = TTL - Margin - Interval - Timeout - Retry
+//
+// With the defaults, 90s - 10s - 10s - 5s - 2s = 63s: a 30 s failover passes
+// unnoticed, and a crashed instance's worker id is free again 90 s after its
+// last renewal. A shorter TTL frees the ids of dead instances sooner and
+// tolerates shorter outages; the statements cost one UPDATE per instance
+// per Interval (1024 instances at 10 s is about 100 a second).
+type Heartbeat struct {
+	// Interval is the time between renewals while they succeed
+	// (DefaultRenewInterval).
+	Interval time.Duration
+	// Retry is the time between renewals while they fail, and between
+	// attempts to lease after a fallback or a loss (DefaultRenewRetry); at
+	// most Interval.
+	Retry time.Duration
+	// Timeout bounds one renewal: getting a connection and its statements
+	// (DefaultRenewTimeout).
+	Timeout time.Duration
+	// Margin is how long before its slot can expire a holder stops issuing,
+	// for lack of an acknowledged renewal (DefaultLeaseMargin). It also
+	// absorbs a difference between the holder's clock and the database's.
+	Margin time.Duration
+	// TTL is how long a slot stays live after its last renewal, on the
+	// database's clock (DefaultLeaseTTL).
+	TTL time.Duration
+}
+
+// Defaults of Heartbeat.
+const (
+	DefaultRenewInterval = 10 * time.Second
+	DefaultRenewRetry    = 2 * time.Second
+	DefaultRenewTimeout  = 5 * time.Second
+	DefaultLeaseMargin   = 10 * time.Second
+	DefaultLeaseTTL      = 90 * time.Second
+)
+
+// withDefaults fills in zero fields and checks the rule.
+func (h Heartbeat) withDefaults() (Heartbeat, error) {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&h.Interval, DefaultRenewInterval)
+	def(&h.Retry, min(DefaultRenewRetry, h.Interval))
+	def(&h.Timeout, DefaultRenewTimeout)
+	def(&h.Margin, DefaultLeaseMargin)
+	def(&h.TTL, DefaultLeaseTTL)
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{{"Interval", h.Interval}, {"Retry", h.Retry}, {"Timeout", h.Timeout}, {"Margin", h.Margin}, {"TTL", h.TTL}} {
+		if f.d < time.Millisecond {
+			return h, fmt.Errorf("%w: Heartbeat.%s %v is below 1ms", ErrInvalidOption, f.name, f.d)
+		}
+	}
+	switch {
+	case h.Retry > h.Interval:
+		return h, fmt.Errorf("%w: Heartbeat.Retry %v is longer than Interval %v", ErrInvalidOption, h.Retry, h.Interval)
+	case h.TTL > 24*time.Hour:
+		return h, fmt.Errorf("%w: Heartbeat.TTL %v is longer than a day; use WithLifetimeLease for a lease that never expires",
+			ErrInvalidOption, h.TTL)
+	case h.Outage() < 0:
+		return h, fmt.Errorf("%w: Heartbeat.TTL %v is shorter than Interval %v + Timeout %v + Retry %v + Margin %v",
+			ErrInvalidOption, h.TTL, h.Interval, h.Timeout, h.Retry, h.Margin)
+	}
+	return h, nil
+}
+
+// Outage is the longest database outage the timing rides out without the
+// holder stopping: TTL - Margin - Interval - Timeout - Retry (with zero
+// fields at their defaults).
+func (h Heartbeat) Outage() time.Duration {
+	if h.Interval == 0 || h.Retry == 0 || h.Timeout == 0 || h.Margin == 0 || h.TTL == 0 {
+		full, err := h.withDefaults()
+		if err != nil {
+			return -1
+		}
+		h = full
+	}
+	return h.TTL - h.Margin - h.Interval - h.Timeout - h.Retry
+}
+
+// horizon is how far past its clock a holder promises at each renewal.
+func (h Heartbeat) horizon() time.Duration { return h.TTL - h.Margin }

@@ -1,0 +1,110 @@
+package lease
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"entgo.io/ent/dialect"
+)
+
+// Holding names a slot held by Take.
+type Holding struct {
+	DB       *sql.DB
+	Dialect  string
+	WorkerID int64
+	Fence    int64
+}
+
+// Renew keeps the slot live for ttl more on the database's clock and raises
+// its promise to promiseMs (never lowering it). A nil error means the
+// database acknowledged both: only then may the holder issue up to
+// promiseMs. ErrLost means the slot was taken (its fence moved) or its row
+// or table is gone: the holder must stop issuing under this worker id.
+//
+// The UPDATE runs in an explicit transaction, so that it commits whatever
+// the DSN's autocommit, and so that a renewal the client gave up on (its
+// deadline ended, the connection broke) is rolled back on the server when
+// it notices the client has gone, instead of committing unseen. The
+// transaction has the session's default isolation on MySQL (READ COMMITTED
+// is refused for writes under binlog_format=STATEMENT) and READ COMMITTED on
+// PostgreSQL (under REPEATABLE READ a concurrent take would make it fail
+// with a serialization error rather than find the new fence). It takes a
+// connection from the pool for its own duration only, so a pool of one
+// connection held by a long transaction delays it, without a connection
+// being kept from the application.
+func Renew(ctx context.Context, h Holding, ttlMs, promiseMs int64) error {
+	return h.write(ctx, fmt.Sprintf(textFor(h.Dialect).renew, ttlMs, promiseMs, h.WorkerID, h.Fence), "renew")
+}
+
+// Release frees the slot now and writes lastMs, the exact last millisecond
+// the holder issued in (Unix ms), as its promise: the next holder starts
+// above it. The holder must have stopped issuing first. ErrLost as Renew.
+func Release(ctx context.Context, h Holding, lastMs int64) error {
+	return h.write(ctx, fmt.Sprintf(textFor(h.Dialect).release, lastMs, h.WorkerID, h.Fence), "release")
+}
+
+func (h Holding) write(ctx context.Context, stmt, what string) error {
+	var opts *sql.TxOptions
+	if h.Dialect == dialect.Postgres {
+		opts = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+	}
+	tx, err := h.DB.BeginTx(ctx, opts)
+	if err != nil {
+		return fmt.Errorf("%s slot %d: begin: %w", what, h.WorkerID, err)
+	}
+	defer tx.Rollback()
+	res, err := tx.ExecContext(ctx, stmt)
+	if missingTable(err) {
+		return fmt.Errorf("%w: %s slot %d: the table is gone: %v", ErrLost, what, h.WorkerID, err)
+	}
+	if err != nil {
+		return fmt.Errorf("%s slot %d: %w", what, h.WorkerID, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("%s slot %d: %w", what, h.WorkerID, err)
+	}
+	if n == 0 {
+		// Nothing matched: every write moves beats, so a matched row always
+		// counts as changed. Say who holds it now.
+		return fmt.Errorf("%w: %s slot %d with fence %d found %s", ErrLost, what, h.WorkerID, h.Fence,
+			describe(ctx, tx, textFor(h.Dialect), h.WorkerID))
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("%s slot %d: commit: %w", what, h.WorkerID, err)
+	}
+	return nil
+}
+
+// Audit upserts the service's row in sys_sequence: who started last, and
+// which worker id it holds.
+func Audit(ctx context.Context, db *sql.DB, dialectName, service, instance string, workerID int64) error {
+	args := []any{service, workerID, instance}
+	if dialectName == dialect.MySQL {
+		args = append(args, workerID, instance)
+	}
+	// A transaction, so that it commits whatever the DSN's autocommit.
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, textFor(dialectName).audit, args...); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// Private reports whether db is a database no other process can reach: a
+// SQLite database in memory. Its slots never need renewing.
+func Private(ctx context.Context, db *sql.DB, dialectName string) (bool, error) {
+	if dialectName != dialect.SQLite {
+		return false, nil
+	}
+	var file string
+	if err := db.QueryRowContext(ctx, sqliteDatabase).Scan(&file); err != nil {
+		return false, fmt.Errorf("lease: look at the SQLite database: %w", err)
+	}
+	return file == "", nil
+}

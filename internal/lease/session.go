@@ -1,0 +1,403 @@
+package lease
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"entgo.io/ent/dialect"
+
+	"github.com/entflake/entflake/schema"
+)
+
+// session is a take's pinned connection with the lease's settings on it.
+type session struct {
+	r        *Request
+	conn     *sql.Conn
+	q        *sqlText
+	nowMs    string
+	restore  func(context.Context) error
+	reseeded bool
+	pending  int64 // a counter value not yet probed, or -1
+}
+
+// Bounds of server-side waits: when the context has no deadline, and at
+// most (PostgreSQL's lock_timeout and SQLite's busy_timeout are 32-bit
+// milliseconds, about 24.8 days).
+const (
+	defaultServerBound = 10 * time.Second
+	maxServerBound     = time.Hour
+)
+
+// remaining is what is left of the context's deadline, at least lo and at
+// most maxServerBound.
+func remaining(ctx context.Context, lo time.Duration) time.Duration {
+	d := defaultServerBound
+	if dl, ok := ctx.Deadline(); ok {
+		d = time.Until(dl)
+	}
+	return min(max(d, lo), maxServerBound)
+}
+
+// open pins a connection and puts the lease's settings on it.
+func open(ctx context.Context, r *Request) (*session, error) {
+	conn, err := r.DB.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("get a connection: %w", err)
+	}
+	s := &session{r: r, conn: conn, q: textFor(r.Dialect), pending: -1, restore: func(context.Context) error { return nil }}
+	switch r.Dialect {
+	case dialect.MySQL:
+		s.nowMs = mysqlNowMs
+		secs := int64((remaining(ctx, time.Second) + time.Second - 1) / time.Second)
+		if _, err := conn.ExecContext(ctx, fmt.Sprintf(mysqlSessionSave, secs, secs)); err != nil {
+			discard(conn)
+			return nil, fmt.Errorf("set up the session: %w", err)
+		}
+		s.restore = func(ctx context.Context) error {
+			_, err := conn.ExecContext(ctx, mysqlSessionRestore)
+			return err
+		}
+	case dialect.Postgres:
+		// Nothing to set: every statement runs on its own, and pgx ends a
+		// statement on the server when its context ends.
+		s.nowMs = pgNowMs
+	default:
+		s.nowMs = sqliteNowMs
+		var prev int64
+		if err := conn.QueryRowContext(ctx, sqliteBusyRead).Scan(&prev); err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("read busy_timeout: %w", err)
+		}
+		bound := remaining(ctx, time.Millisecond).Milliseconds()
+		if _, err := conn.ExecContext(ctx, fmt.Sprintf(sqliteBusySet, bound)); err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("bound lock waits: %w", err)
+		}
+		s.restore = func(ctx context.Context) error {
+			_, err := conn.ExecContext(ctx, fmt.Sprintf(sqliteBusySet, prev))
+			return err
+		}
+	}
+	return s, nil
+}
+
+// close puts the session's settings back and returns the connection to the
+// pool, or drops it if that fails (the context may have ended, and a
+// connection whose statement was cut off is broken anyway).
+func (s *session) close(ctx context.Context) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	if err := s.restore(rctx); err != nil {
+		discard(s.conn)
+	}
+	s.conn.Close()
+}
+
+// discard drops a pinned connection instead of returning it to the pool:
+// database/sql drops a connection whose Raw callback reports ErrBadConn.
+func discard(conn *sql.Conn) {
+	_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+}
+
+// counter moves the '__global__' counter and returns its new value. A
+// missing row is put back once.
+func (s *session) counter(ctx context.Context) (int64, error) {
+	stmt := fmt.Sprintf(s.q.counter, s.r.Workers)
+	for attempt := 0; ; attempt++ {
+		v, found, err := s.count(ctx, stmt)
+		if err != nil {
+			return 0, fmt.Errorf("move the counter: %w", err)
+		}
+		if found {
+			return v, nil
+		}
+		// No counter row (MySQL: LAST_INSERT_ID would be whatever this
+		// session held before; the rows-affected check catches it).
+		if attempt > 0 {
+			return 0, ErrNoPoolRow
+		}
+		if _, err := s.conn.ExecContext(ctx, s.q.seed); err != nil {
+			return 0, fmt.Errorf("re-seed the pool row: %w", err)
+		}
+		s.reseeded = true
+	}
+}
+
+func (s *session) count(ctx context.Context, stmt string) (v int64, found bool, err error) {
+	if s.r.Dialect == dialect.MySQL {
+		res, err := s.conn.ExecContext(ctx, stmt)
+		if err != nil {
+			return 0, false, err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return 0, false, err
+		}
+		v, err := res.LastInsertId()
+		return v, err == nil, err
+	}
+	err = s.conn.QueryRowContext(ctx, stmt).Scan(&v)
+	if serialization(err) {
+		// A REPEATABLE READ or SERIALIZABLE default: once more, in a READ
+		// COMMITTED transaction, where the UPDATE waits for the row
+		// instead of failing.
+		var tx *sql.Tx
+		if tx, err = s.conn.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted}); err != nil {
+			return 0, false, err
+		}
+		defer tx.Rollback()
+		if err = tx.QueryRowContext(ctx, stmt).Scan(&v); err == nil {
+			err = tx.Commit()
+		}
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
+	}
+	return v, err == nil, err
+}
+
+// row is a slot as read.
+type row struct {
+	workerID  int64
+	exists    bool
+	fence     int64
+	beats     int64
+	expiresMs int64
+	promiseMs int64
+	service   string
+	instance  string
+	layout    string
+	nowMs     int64 // the database's clock when read (readSlot only)
+	// The lowest and highest layout among the live slots (readSlot only).
+	minLayout, maxLayout string
+}
+
+// live reports whether the slot was held when read: not expired on the
+// database's clock, and not released (a released slot's expiry is 0).
+func (w row) live() bool { return w.exists && w.expiresMs >= w.nowMs }
+
+// read reads a slot with the database's clock and the live layouts.
+func (s *session) read(ctx context.Context, workerID int64, c *Clock) (row, error) {
+	w := row{workerID: workerID}
+	var (
+		fence, beats, expires, promise    sql.NullInt64
+		service, instance, layout, lo, hi sql.NullString
+	)
+	run := func(dbMs *int64) error {
+		return s.conn.QueryRowContext(ctx, fmt.Sprintf(s.q.readSlot, workerID)).
+			Scan(&fence, &beats, &expires, &promise, &service, &instance, &layout, dbMs, &lo, &hi)
+	}
+	var err error
+	if c != nil {
+		err = readClock(c, s.r.Now, run)
+		w.nowMs = c.DBTime.UnixMilli()
+	} else {
+		err = run(&w.nowMs)
+	}
+	if err != nil {
+		return w, fmt.Errorf("read slot %d: %w", workerID, err)
+	}
+	w.exists = fence.Valid
+	w.fence, w.beats, w.expiresMs, w.promiseMs = fence.Int64, beats.Int64, expires.Int64, promise.Int64
+	w.service, w.instance, w.layout = service.String, instance.String, layout.String
+	w.minLayout, w.maxLayout = lo.String, hi.String
+	return w, nil
+}
+
+// claim is the compare-and-set of a take on a slot read as w. took is
+// false when someone wrote the slot since, or it is live (and takeover is
+// false).
+func (s *session) claim(ctx context.Context, w row, promise int64, takeover bool) (took bool, err error) {
+	flag := 0
+	if takeover {
+		flag = 1
+	}
+	res, err := s.conn.ExecContext(ctx, s.q.claim, s.r.Service, s.r.Instance, s.r.Layout,
+		s.r.ttlMs(), promise, w.workerID, w.beats, flag)
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
+
+// insert takes a slot that had no row. took is false when another starter
+// made the row first.
+func (s *session) insert(ctx context.Context, workerID, promise int64) (took bool, err error) {
+	_, err = s.conn.ExecContext(ctx, s.q.insert, workerID, s.r.Service, s.r.Instance, s.r.Layout, s.r.ttlMs(), promise)
+	if duplicateKey(err) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// candidates lists up to 8 free slots: those whose floor is at most near
+// first, then in counter order from start.
+func (s *session) candidates(ctx context.Context, start, near int64) ([]row, error) {
+	rows, err := s.conn.QueryContext(ctx, fmt.Sprintf(s.q.candidates, s.r.Workers, start, near))
+	if err != nil {
+		return nil, fmt.Errorf("look for free slots: %w", err)
+	}
+	defer rows.Close()
+	var out []row
+	for rows.Next() {
+		// Listed as free: its expiry had passed on the database's clock.
+		w := row{exists: true, nowMs: math.MaxInt64}
+		if err := rows.Scan(&w.workerID, &w.fence, &w.beats, &w.promiseMs); err != nil {
+			return nil, fmt.Errorf("look for free slots: %w", err)
+		}
+		out = append(out, w)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("look for free slots: %w", err)
+	}
+	return out, nil
+}
+
+// census counts the live slots and finds a worker id that has no row yet
+// (-1 if every one has).
+func (s *session) census(ctx context.Context) (live, missing int64, err error) {
+	var (
+		rows, zero int64
+		gap        sql.NullInt64
+	)
+	err = s.conn.QueryRowContext(ctx, fmt.Sprintf(s.q.census, s.r.Workers)).Scan(&live, &rows, &gap, &zero)
+	switch {
+	case err != nil:
+		return 0, 0, fmt.Errorf("count the slots: %w", err)
+	case rows >= s.r.Workers:
+		return live, -1, nil
+	case zero == 0:
+		return live, 0, nil
+	case gap.Valid:
+		return live, gap.Int64, nil
+	}
+	return live, -1, nil
+}
+
+// holder describes who holds a slot, for an error message.
+func (s *session) holder(ctx context.Context, workerID int64) string {
+	return describe(ctx, s.conn, s.q, workerID)
+}
+
+// querier is what describe needs of a *sql.Conn, *sql.DB or *sql.Tx.
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+func describe(ctx context.Context, x querier, q *sqlText, workerID int64) string {
+	var (
+		fence, expires, promise, now int64
+		service, instance, layout    sql.NullString
+	)
+	err := x.QueryRowContext(ctx, q.holder, workerID).Scan(&fence, &service, &instance, &expires, &promise, &layout, &now)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return fmt.Sprintf("slot %d has no row", workerID)
+	case err != nil:
+		return fmt.Sprintf("slot %d could not be read: %v", workerID, err)
+	}
+	state := fmt.Sprintf("live for %v more", time.Duration(expires-now)*time.Millisecond)
+	switch {
+	case expires == 0:
+		state = "released"
+	case expires < now:
+		state = fmt.Sprintf("expired %v ago", time.Duration(now-expires)*time.Millisecond)
+	}
+	return fmt.Sprintf("slot %d: fence %d, service %q, instance %q, layout %q, %s, promise %s",
+		workerID, fence, service.String, instance.String, layout.String, state,
+		time.UnixMilli(promise).UTC().Format(time.RFC3339Nano))
+}
+
+// ensure creates the tables that are missing, and the counter row. It looks
+// for each table first, so that a user without CREATE privilege can lease
+// from existing ones.
+func (s *session) ensure(ctx context.Context) (created []string, err error) {
+	var x interface {
+		execer
+		querier
+	} = s.conn
+	// Look before creating (outside any transaction: a SQLite transaction
+	// that reads and then writes cannot wait for the write lock, and fails
+	// at once with SQLITE_BUSY).
+	missing, err := s.missing(ctx, x)
+	if err != nil || len(missing) == 0 {
+		return nil, err
+	}
+	var tx *sql.Tx
+	if s.r.Dialect != dialect.MySQL {
+		// PostgreSQL and SQLite have transactional DDL: the tables and the
+		// counter row appear together, or not at all. On PostgreSQL,
+		// concurrent creators serialise on an advisory lock and look again
+		// after it (READ COMMITTED: the look sees a table committed
+		// meanwhile).
+		if tx, err = s.conn.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted}); err != nil {
+			return nil, fmt.Errorf("begin: %w", err)
+		}
+		defer tx.Rollback()
+		x = tx
+		if s.r.Dialect == dialect.Postgres {
+			bound := fmt.Sprintf("%dms", remaining(ctx, time.Millisecond).Milliseconds())
+			if _, err := tx.ExecContext(ctx, pgLockWait, bound); err != nil {
+				return nil, fmt.Errorf("bound lock waits: %w", err)
+			}
+			if _, err := tx.ExecContext(ctx, pgCreateLock); err != nil {
+				return nil, fmt.Errorf("lock table creation: %w", err)
+			}
+		}
+	}
+	if s.r.Dialect == dialect.Postgres {
+		// Another starter may have created them while we waited for the
+		// lock.
+		if missing, err = s.missing(ctx, x); err != nil {
+			return nil, err
+		}
+	}
+	for _, t := range missing {
+		// SQLite has no privileges, and its CREATE ... IF NOT EXISTS is
+		// safe against a starter that created the table since the look.
+		stmts, err := schema.TableStatements(s.r.Dialect, t)
+		if err != nil {
+			return nil, err
+		}
+		for _, ddl := range stmts {
+			if _, err := x.ExecContext(ctx, ddl); err != nil {
+				return nil, fmt.Errorf("create table %s: %w", t, err)
+			}
+		}
+		created = append(created, t)
+	}
+	if _, err := x.ExecContext(ctx, s.q.seed); err != nil {
+		return nil, fmt.Errorf("seed the pool row: %w", err)
+	}
+	if tx != nil {
+		if err := tx.Commit(); err != nil {
+			return nil, fmt.Errorf("commit the new tables: %w", err)
+		}
+	}
+	return created, nil
+}
+
+// missing lists the tables that are not there.
+func (s *session) missing(ctx context.Context, x querier) ([]string, error) {
+	var out []string
+	for _, t := range []string{schema.TableName, schema.SlotTableName} {
+		var exists bool
+		if err := x.QueryRowContext(ctx, s.q.exists, t).Scan(&exists); err != nil {
+			return nil, fmt.Errorf("look for table %s: %w", t, err)
+		}
+		if !exists {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+// execer is what ensure needs of a *sql.Conn or *sql.Tx.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}

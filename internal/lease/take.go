@@ -1,0 +1,276 @@
+package lease
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// take runs the search for a slot on the session.
+func (s *session) take(ctx context.Context) (Slot, error) {
+	r := s.r
+	var clock Clock
+	// The first read carries the database's clock for the skew check, and
+	// the layouts of the live slots for the guard.
+	first, err := s.first(ctx, &clock)
+	if err != nil {
+		return Slot{}, err
+	}
+	if r.Explicit {
+		return s.takeExplicit(ctx, first, clock)
+	}
+	var (
+		misses int
+		far    *row // the free slot whose floor is least ahead, if all are far
+		w      = first
+	)
+	for tries := 0; ; tries++ {
+		if err := ctx.Err(); err != nil {
+			return Slot{}, err
+		}
+		if tries > 0 {
+			if misses < probes {
+				v, err := s.counter(ctx)
+				if err != nil {
+					return Slot{}, err
+				}
+				if w, err = s.read(ctx, v, nil); err != nil {
+					return Slot{}, err
+				}
+			} else {
+				// Enough probing: ask the table.
+				slot, ok, err := s.search(ctx, w.workerID, &far, &misses)
+				if err != nil || ok {
+					slot.Clock, slot.Misses = clock, misses
+					return slot, err
+				}
+				continue
+			}
+		}
+		slot, ok, err := s.try(ctx, w, &far, false)
+		if err != nil {
+			return Slot{}, err
+		}
+		if ok {
+			slot.Clock, slot.Misses = clock, misses
+			return slot, nil
+		}
+		misses++
+	}
+}
+
+// first reads the first slot: the counter's next value, or the explicit id.
+// A live slot with another layout fails the take.
+func (s *session) first(ctx context.Context, c *Clock) (row, error) {
+	v := s.r.WorkerID
+	if !s.r.Explicit {
+		if s.pending >= 0 {
+			v = s.pending // moved before the slot table was found missing
+		} else {
+			var err error
+			if v, err = s.counter(ctx); err != nil {
+				return row{}, err
+			}
+		}
+	}
+	w, err := s.read(ctx, v, c)
+	if err != nil {
+		if !s.r.Explicit {
+			s.pending = v
+		}
+		return w, err
+	}
+	s.pending = -1
+	for _, l := range []string{w.minLayout, w.maxLayout} {
+		if l != "" && l != s.r.Layout {
+			return w, s.layoutError(ctx)
+		}
+	}
+	return w, nil
+}
+
+func (s *session) layoutError(ctx context.Context) error {
+	var (
+		worker                    int64
+		service, instance, layout sql.NullString
+	)
+	err := s.conn.QueryRowContext(ctx, s.q.otherLayout, s.r.Layout).Scan(&worker, &service, &instance, &layout)
+	if err != nil {
+		return fmt.Errorf("%w: ours is %q; another was seen, but reading it failed: %v", ErrLayout, s.r.Layout, err)
+	}
+	return fmt.Errorf("%w: ours is %q, and worker id %d is held by %q (service %q) with %q; "+
+		"services that share the tables must share the layout and epoch", ErrLayout, s.r.Layout, worker,
+		instance.String, service.String, layout.String)
+}
+
+// try takes the slot w if it is free and its floor is not too far ahead of
+// the holder's clock (unless must: then any floor the deadline can wait
+// for). ok is false when it did not take it; a free slot skipped for its
+// floor is remembered in far.
+func (s *session) try(ctx context.Context, w row, far **row, must bool) (Slot, bool, error) {
+	if !w.exists {
+		return s.tryInsert(ctx, w.workerID)
+	}
+	if w.live() {
+		return Slot{}, false, nil
+	}
+	ahead := s.r.ahead(w.promiseMs + 1)
+	if ahead > floorSlack && !must {
+		if *far == nil || w.promiseMs < (*far).promiseMs {
+			c := w
+			*far = &c
+		}
+		return Slot{}, false, nil
+	}
+	if ahead > remaining(ctx, 0) {
+		return Slot{}, false, nil // the deadline would pass before the first ID
+	}
+	return s.tryClaim(ctx, w, false)
+}
+
+func (s *session) tryClaim(ctx context.Context, w row, takeover bool) (Slot, bool, error) {
+	floor := w.promiseMs + 1
+	promise := s.r.promiseMs(floor)
+	took, err := s.claim(ctx, w, promise, takeover)
+	slot := Slot{WorkerID: w.workerID, Fence: w.fence + 1, Floor: floor, Promise: promise,
+		Previous: w.instance, TookOver: takeover && w.live()}
+	return s.settle(ctx, slot, took, err)
+}
+
+func (s *session) tryInsert(ctx context.Context, workerID int64) (Slot, bool, error) {
+	promise := s.r.promiseMs(1)
+	took, err := s.insert(ctx, workerID, promise)
+	return s.settle(ctx, Slot{WorkerID: workerID, Fence: 1, Floor: 1, Promise: promise}, took, err)
+}
+
+// settle turns the outcome of a claim into a result. A conflict the server
+// reported (a deadlock, a lock wait that timed out, SQLITE_BUSY) is a miss.
+// When the answer was lost (the connection broke, the context ended while
+// the statement ran), the slot is read again on another connection: if it
+// shows this request's instance tag with the expected fence, the claim
+// committed and the slot is ours.
+func (s *session) settle(ctx context.Context, slot Slot, took bool, err error) (Slot, bool, error) {
+	switch {
+	case err == nil:
+		return slot, took, nil
+	case retryable(err):
+		return Slot{}, false, nil
+	case answered(err):
+		return Slot{}, false, fmt.Errorf("take slot %d: %w", slot.WorkerID, err)
+	}
+	var (
+		fence    int64
+		instance sql.NullString
+	)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(remaining(ctx, 0), time.Second))
+	defer cancel()
+	q := "SELECT fence, instance FROM sys_sequence_slot WHERE worker_id = " + fmt.Sprint(slot.WorkerID)
+	if rerr := s.r.DB.QueryRowContext(rctx, q).Scan(&fence, &instance); rerr != nil {
+		return Slot{}, false, fmt.Errorf("take slot %d: %w (and reading it back failed: %v)", slot.WorkerID, err, rerr)
+	}
+	if fence != slot.Fence || instance.String != s.r.Instance {
+		return Slot{}, false, fmt.Errorf("take slot %d: %w (the slot does not show this take)", slot.WorkerID, err)
+	}
+	slot.Recovered = true
+	return slot, true, nil
+}
+
+// search asks the table for free slots once probing the counter has met
+// enough live ones.
+func (s *session) search(ctx context.Context, start int64, far **row, misses *int) (Slot, bool, error) {
+	near := s.r.Now().Add(floorSlack + s.r.Lead).UnixMilli()
+	cands, err := s.candidates(ctx, start, near)
+	if err != nil {
+		return Slot{}, false, err
+	}
+	for _, c := range cands {
+		slot, ok, err := s.try(ctx, c, far, false)
+		if err != nil || ok {
+			return slot, ok, err
+		}
+		*misses++
+	}
+	live, missing, err := s.census(ctx)
+	if err != nil {
+		return Slot{}, false, err
+	}
+	if missing >= 0 {
+		slot, ok, err := s.tryInsert(ctx, missing)
+		if !ok && err == nil {
+			*misses++
+		}
+		return slot, ok, err
+	}
+	if *far != nil {
+		// Every free slot's floor is ahead of the holder's clock: take the
+		// least far one, and the caller waits for its clock.
+		w, err := s.read(ctx, (*far).workerID, nil)
+		if err != nil {
+			return Slot{}, false, err
+		}
+		*far = nil
+		slot, ok, err := s.try(ctx, w, far, true)
+		if ok || err != nil {
+			return slot, ok, err
+		}
+		if !w.live() && w.exists {
+			return Slot{}, false, fmt.Errorf("every free worker id's floor is too far ahead of this clock: "+
+				"slot %d may issue from %s, %v from now, beyond the lease timeout", w.workerID,
+				time.UnixMilli(w.promiseMs+1).UTC().Format(time.RFC3339Nano),
+				s.r.ahead(w.promiseMs+1))
+		}
+		*misses++
+		return Slot{}, false, nil
+	}
+	if len(cands) == 0 && live >= s.r.Workers {
+		return Slot{}, false, fmt.Errorf("%w: %d of %d live", ErrAllHeld, live, s.r.Workers)
+	}
+	// Slots changed hands between the queries: look again.
+	return Slot{}, false, nil
+}
+
+// takeExplicit takes the request's worker id, and no other: a free slot, a
+// slot with no row, or, with TakeOver, the live slot of the same pod.
+func (s *session) takeExplicit(ctx context.Context, w row, clock Clock) (Slot, error) {
+	for tries := 0; ; tries++ {
+		if err := ctx.Err(); err != nil {
+			return Slot{}, err
+		}
+		if tries > 0 {
+			var err error
+			if w, err = s.read(ctx, s.r.WorkerID, nil); err != nil {
+				return Slot{}, err
+			}
+		}
+		var (
+			slot Slot
+			ok   bool
+			err  error
+		)
+		switch {
+		case !w.exists:
+			slot, ok, err = s.tryInsert(ctx, w.workerID)
+		case w.live() && (s.r.TakeOver == "" || w.service != s.r.Service || !strings.HasPrefix(w.instance, s.r.TakeOver)):
+			return Slot{}, fmt.Errorf("%w: worker id %d: %s", ErrHeld, w.workerID, s.holder(ctx, w.workerID))
+		default:
+			if ahead := s.r.ahead(w.promiseMs + 1); ahead > remaining(ctx, 0) {
+				return Slot{}, fmt.Errorf("worker id %d may issue only from %s, %v ahead of this clock, beyond the lease timeout",
+					w.workerID, time.UnixMilli(w.promiseMs+1).UTC().Format(time.RFC3339Nano), ahead)
+			}
+			slot, ok, err = s.tryClaim(ctx, w, w.live())
+		}
+		if err != nil {
+			return Slot{}, err
+		}
+		if ok {
+			slot.Clock = clock
+			return slot, nil
+		}
+		if tries > 100 {
+			return Slot{}, errors.New("the slot kept changing under the take")
+		}
+	}
+}
