@@ -66,7 +66,18 @@ var funcs = template.FuncMap{
 	"entflakeUses":      uses,
 	"entflakeJSON":      jsonString,
 	"entflakeAny":       func(g *gen.Graph) bool { return len(marked(g)) > 0 },
+	"entflakeAnyJSON":   anyJSON,
 	"entflakeTypeNames": func(g *gen.Graph) string { return strings.Join(marked(g), ", ") },
+}
+
+// anyJSON reports whether a type of the graph asks for a JSON string id.
+func anyJSON(g *gen.Graph) bool {
+	for _, n := range g.Nodes {
+		if jsonString(n) {
+			return true
+		}
+	}
+	return false
 }
 
 // marked returns the names of the graph's types that use mixin.SnowflakeID.
