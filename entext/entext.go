@@ -24,12 +24,22 @@
 //     bare client.Schema.Create(ctx) creates it (unless a schema of the
 //     graph already maps a type to that table).
 //
+// The generated code refers to no package of an entity type (a type's
+// package is its lower-cased name, which a local of ent's generated code
+// can shadow) and declares only names that no entity type can take, so a
+// type may have any name ent itself generates code for: Node, Spec,
+// Builder, Json, and so on.
+//
 // Generation fails with a message naming the schema when the mixin meets
 // an id it cannot fill (not int64, a custom Go type, a default, an
 // AUTO_INCREMENT annotation, an edge schema, whose rows ent inserts without
 // hooks), when ent's global unique ID feature is on
-// (it gives each type an id range, which pre-assigned ids ignore), or when
-// a type's name would clash with the generated names.
+// (it gives each type an id range, which pre-assigned ids ignore), or for
+// the few names that would clash with what it generates: a type named
+// IDGenerator, NextID or Entflake (whose model file would be entflake.go),
+// a field that would be the struct field UnmarshalJSON of a type with
+// SnowflakeID{JSONString: true}, and a dependency (entc.Dependency) whose
+// field is entflake or whose option is IDGenerator.
 package entext
 
 import (
@@ -169,8 +179,8 @@ func mapsTable(g *gen.Graph) bool {
 }
 
 // Check returns every reason the graph cannot be generated with the
-// extension, joined, each naming its schema. The extension runs it before
-// generating; it is exported for tests and tools.
+// extension, joined, each naming its schema (or dependency). The extension
+// runs it before generating; it is exported for tests and tools.
 func Check(g *gen.Graph) error {
 	var errs []error
 	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf("entflake: "+format, args...)) }
@@ -179,11 +189,21 @@ func Check(g *gen.Graph) error {
 		switch n.Name {
 		case "IDGenerator", "NextID":
 			fail("schema %s: its generated names would clash with entflake's %s; rename the type", n.Name, n.Name)
+		case "Entflake":
+			fail("schema %s: its generated file %s.go would overwrite entflake's; rename the type", n.Name, n.PackageDir())
 		}
 		if !uses(n) {
 			continue
 		}
 		users = append(users, n.Name)
+		if jsonString(n) {
+			for _, f := range n.Fields {
+				if f.StructField() == "UnmarshalJSON" {
+					fail("schema %s: its field %s would clash with the UnmarshalJSON that SnowflakeID{JSONString: true} "+
+						"generates; rename the field", n.Name, f.Name)
+				}
+			}
+		}
 		if n.IsEdgeSchema() {
 			fail("schema %s uses mixin.SnowflakeID but is an edge schema: ent inserts its rows itself when edges are "+
 				"added, without hooks, so nothing would give them an id; key it by its two edge fields "+
@@ -213,6 +233,14 @@ func Check(g *gen.Graph) error {
 			if a.on != nil && *a.on {
 				fail("schema %s uses mixin.SnowflakeID, but its %s has entsql.Annotation{Incremental: true}; "+
 					"a snowflake id must not be AUTO_INCREMENT/IDENTITY", n.Name, a.where)
+			}
+		}
+	}
+	if deps, ok := g.Annotations[gen.Dependencies{}.Name()].(gen.Dependencies); ok {
+		for _, d := range deps {
+			if d.Field == "entflake" || d.Option == "IDGenerator" {
+				fail("dependency %s (option %s) would clash with the generator's field entflake or its option "+
+					"IDGenerator; name it otherwise (entc.DependencyName)", d.Field, d.Option)
 			}
 		}
 	}

@@ -95,6 +95,17 @@ func (Membership) Edges() []ent.Edge {
 // NextID would clash with Client.NextID.
 type NextID struct{ ent.Schema }
 
+// Entflake's model file would be entflake.go, the extension's file.
+type Entflake struct{ ent.Schema }
+
+// JSONClash has a field whose struct field is the UnmarshalJSON method that
+// SnowflakeID{JSONString: true} generates.
+type JSONClash struct{ ent.Schema }
+
+func (JSONClash) Mixin() []ent.Mixin { return []ent.Mixin{entflakemixin.SnowflakeID{JSONString: true}} }
+
+func (JSONClash) Fields() []ent.Field { return []ent.Field{field.String("unmarshal_json")} }
+
 // OwnSequence maps a type of the user's to the lease's table.
 type OwnSequence struct{ ent.Schema }
 
@@ -136,6 +147,8 @@ func TestCheck(t *testing.T) {
 		"incremental":     {[]ent.Interface{Incremental{}}, nil, []string{"schema Incremental", "Incremental: true"}},
 		"global id":       {[]ent.Interface{Good{}}, []gen.Feature{gen.FeatureGlobalID}, []string{"sql/globalid", "schemas Good"}},
 		"name clash":      {[]ent.Interface{NextID{}}, nil, []string{"schema NextID", "clash"}},
+		"file clash":      {[]ent.Interface{Entflake{}}, nil, []string{"schema Entflake", "entflake.go"}},
+		"method clash":    {[]ent.Interface{JSONClash{}}, nil, []string{"schema JSONClash", "field unmarshal_json", "UnmarshalJSON"}},
 		"edge schema":     {[]ent.Interface{User{}, Group{}, Membership{}}, nil, []string{"schema Membership", "edge schema"}},
 		"several at once": {[]ent.Interface{StringID{}, DefaultID{}}, nil, []string{"schema StringID", "schema DefaultID"}},
 	} {
@@ -150,6 +163,28 @@ func TestCheck(t *testing.T) {
 	}
 	// Global IDs without the mixin are none of our business.
 	assert.NoError(t, Check(graph(t, []gen.Feature{gen.FeatureGlobalID}, Plain{})))
+}
+
+// TestCheckDependencies: an entc.Dependency whose field or option would be
+// the generator's is refused; another is fine.
+func TestCheckDependencies(t *testing.T) {
+	for _, c := range []struct {
+		dep  gen.Dependency
+		want string
+	}{
+		{gen.Dependency{Field: "entflake", Option: "WithGen"}, "dependency entflake"},
+		{gen.Dependency{Field: "Gen", Option: "IDGenerator"}, "option IDGenerator"},
+		{gen.Dependency{Field: "HTTPClient", Option: "HTTPClient"}, ""},
+	} {
+		g := graph(t, nil, Good{})
+		g.Annotations = gen.Annotations{gen.Dependencies{}.Name(): gen.Dependencies{&c.dep}}
+		err := Check(g)
+		if c.want == "" {
+			assert.NoError(t, err)
+			continue
+		}
+		assert.ErrorContains(t, err, c.want)
+	}
 }
 
 // TestHookStopsGeneration: the generation hook fails before anything is
