@@ -17,7 +17,7 @@ import (
 )
 
 // IDGenerator gives the client the entflake generator that assigns the
-// snowflake IDs of the entity types with the SnowflakeID mixin (Doc, Part, Widget).
+// snowflake IDs of the entity types with the SnowflakeID mixin (Builder, Doc, Json, Mutators, Node, Part, Root, Spec, Strconv, Widget).
 // Open the generator once, on the same driver, before the client:
 //
 //	drv, err := sql.Open(dialect.MySQL, dsn)
@@ -92,9 +92,23 @@ func entflakeIDs(next ent.Mutator) ent.Mutator {
 // entity type with the SnowflakeID mixin.
 func entflakeConfig(m ent.Mutation) (*config, bool) {
 	switch m := m.(type) {
+	case *BuilderMutation:
+		return &m.config, true
 	case *DocMutation:
 		return &m.config, true
+	case *JSONMutation:
+		return &m.config, true
+	case *MutatorsMutation:
+		return &m.config, true
+	case *NodeMutation:
+		return &m.config, true
 	case *PartMutation:
+		return &m.config, true
+	case *RootMutation:
+		return &m.config, true
+	case *SpecMutation:
+		return &m.config, true
+	case *StrconvMutation:
 		return &m.config, true
 	case *WidgetMutation:
 		return &m.config, true
@@ -116,15 +130,50 @@ func entflakeReadBack(ctx context.Context, c *config, v ent.Value, id int64) err
 		err      error
 	)
 	switch e := v.(type) {
+	case *Builder:
+		if e != nil && e.ID == 0 {
+			stored, name = &e.ID, "Builder"
+			inserted, err = NewBuilderClient(*c).Query().Where(sql.FieldEQ("id", id)).Exist(ctx)
+		}
 	case *Doc:
 		if e != nil && e.ID == 0 {
 			stored, name = &e.ID, "Doc"
 			inserted, err = NewDocClient(*c).Query().Where(sql.FieldEQ("id", id)).Exist(ctx)
 		}
+	case *Json:
+		if e != nil && e.ID == 0 {
+			stored, name = &e.ID, "Json"
+			inserted, err = NewJSONClient(*c).Query().Where(sql.FieldEQ("id", id)).Exist(ctx)
+		}
+	case *Mutators:
+		if e != nil && e.ID == 0 {
+			stored, name = &e.ID, "Mutators"
+			inserted, err = NewMutatorsClient(*c).Query().Where(sql.FieldEQ("id", id)).Exist(ctx)
+		}
+	case *Node:
+		if e != nil && e.ID == 0 {
+			stored, name = &e.ID, "Node"
+			inserted, err = NewNodeClient(*c).Query().Where(sql.FieldEQ("id", id)).Exist(ctx)
+		}
 	case *Part:
 		if e != nil && e.ID == 0 {
 			stored, name = &e.ID, "Part"
 			inserted, err = NewPartClient(*c).Query().Where(sql.FieldEQ("id", id)).Exist(ctx)
+		}
+	case *Root:
+		if e != nil && e.ID == 0 {
+			stored, name = &e.ID, "Root"
+			inserted, err = NewRootClient(*c).Query().Where(sql.FieldEQ("id", id)).Exist(ctx)
+		}
+	case *Spec:
+		if e != nil && e.ID == 0 {
+			stored, name = &e.ID, "Spec"
+			inserted, err = NewSpecClient(*c).Query().Where(sql.FieldEQ("id", id)).Exist(ctx)
+		}
+	case *Strconv:
+		if e != nil && e.ID == 0 {
+			stored, name = &e.ID, "Strconv"
+			inserted, err = NewStrconvClient(*c).Query().Where(sql.FieldEQ("id", id)).Exist(ctx)
 		}
 	case *Widget:
 		if e != nil && e.ID == 0 {
