@@ -48,6 +48,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
 	"text/template"
 
@@ -78,6 +79,14 @@ var funcs = template.FuncMap{
 	"entflakeAny":       func(g *gen.Graph) bool { return len(marked(g)) > 0 },
 	"entflakeAnyJSON":   anyJSON,
 	"entflakeTypeNames": func(g *gen.Graph) string { return strings.Join(marked(g), ", ") },
+	"entflakeQuoted": func(g *gen.Graph) string {
+		var q []string
+		for _, name := range marked(g) {
+			q = append(q, strconv.Quote(name))
+		}
+		return strings.Join(q, ", ")
+	},
+	"entflakeMapsTable": mapsTable,
 }
 
 // anyJSON reports whether a type of the graph asks for a JSON string id.
@@ -106,7 +115,7 @@ func (*Extension) Templates() []*gen.Template {
 	return []*gen.Template{
 		gen.MustParse(gen.NewTemplate("entflake-ext").Funcs(funcs).ParseFS(templates, "template/entflake.tmpl")),
 		gen.MustParse(gen.NewTemplate("entflake-migrate").Funcs(funcs).
-			SkipIf(func(g *gen.Graph) bool { return !g.SupportMigrate() || mapsTable(g) }).
+			SkipIf(func(g *gen.Graph) bool { return !g.SupportMigrate() || mapsTable(g) && len(marked(g)) == 0 }).
 			ParseFS(templates, "template/migrate.tmpl")),
 	}
 }

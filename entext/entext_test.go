@@ -1,6 +1,9 @@
 package entext
 
 import (
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -204,6 +207,36 @@ func TestHookStopsGeneration(t *testing.T) {
 func TestTableNotRegisteredTwice(t *testing.T) {
 	assert.False(t, mapsTable(graph(t, nil, Good{})))
 	assert.True(t, mapsTable(graph(t, nil, Good{}, OwnSequence{})))
+}
+
+// TestMigrateFile: the generated migrate/entflake.go registers sys_sequence
+// unless a type maps it, and wraps WithGlobalUniqueID when a type has the
+// mixin; with neither there is no file.
+func TestMigrateFile(t *testing.T) {
+	for name, c := range map[string]struct {
+		schemas        []ent.Interface
+		table, refusal bool
+	}{
+		"mixin":               {[]ent.Interface{Good{}, Plain{}}, true, true},
+		"mixin, own table":    {[]ent.Interface{Good{}, OwnSequence{}}, false, true},
+		"no mixin":            {[]ent.Interface{Plain{}}, true, false},
+		"no mixin, own table": {[]ent.Interface{Plain{}, OwnSequence{}}, false, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := graph(t, nil, c.schemas...)
+			g.Target, g.Templates, g.Hooks = t.TempDir(), New().Templates(), New().Hooks()
+			require.NoError(t, g.Gen())
+			b, err := os.ReadFile(filepath.Join(g.Target, "migrate", "entflake.go"))
+			if !c.table && !c.refusal {
+				assert.ErrorIs(t, err, fs.ErrNotExist)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, c.table, strings.Contains(string(b), "Tables = append(Tables, entflakeschema.Table())"))
+			assert.Equal(t, c.refusal, strings.Contains(string(b),
+				`WithGlobalUniqueID = entflakeschema.RefuseGlobalUniqueID(WithGlobalUniqueID, "Good")`))
+		})
+	}
 }
 
 func TestMark(t *testing.T) {

@@ -159,3 +159,36 @@ func TestMigrateKeepsSourceRows(t *testing.T) {
 	assert.Equal(t, 2, n)
 	assert.Equal(t, 17, pool)
 }
+
+// TestRefuseGlobalUniqueID: with true, the wrapped option is not applied
+// and the migration fails, naming the types, before it creates anything;
+// with false, it is the wrapped option and the migration runs.
+func TestRefuseGlobalUniqueID(t *testing.T) {
+	ctx := context.Background()
+	var passed []bool
+	refuse := schema.RefuseGlobalUniqueID(func(on bool) entschema.MigrateOption {
+		passed = append(passed, on)
+		return entschema.WithGlobalUniqueID(on)
+	}, "Account", "Entry")
+	db := dbtest.SQLite(t)
+	drv := entsql.OpenDB(dialect.SQLite, db.DB)
+	exists := func() bool {
+		var n int
+		require.NoError(t, db.QueryRow("SELECT COUNT(*) FROM sqlite_master WHERE name = 'sys_sequence'").Scan(&n))
+		return n == 1
+	}
+
+	m, err := entschema.NewMigrate(drv, refuse(true))
+	require.NoError(t, err)
+	err = m.Create(ctx, schema.Table())
+	assert.ErrorIs(t, err, schema.ErrGlobalUniqueID)
+	assert.ErrorContains(t, err, "the ids of Account, Entry are assigned before the INSERT")
+	assert.Empty(t, passed, "true is not passed on")
+	assert.False(t, exists(), "nothing was created")
+
+	m, err = entschema.NewMigrate(drv, refuse(false))
+	require.NoError(t, err)
+	require.NoError(t, m.Create(ctx, schema.Table()))
+	assert.Equal(t, []bool{false}, passed)
+	assert.True(t, exists())
+}

@@ -6,10 +6,15 @@ import (
 	entflakeschema "github.com/entflake/entflake/schema"
 )
 
-// The sys_sequence table, from which entflake leases worker ids, is
-// migrated with the entities: Schema.Create creates it (if it is not there,
-// or brings it in line), and Diff and WriteTo include it. Its one definition
-// is entflake's schema.Table, which the lease also creates it from.
 func init() {
+	// The sys_sequence table, from which entflake leases worker ids, is
+	// migrated with the entities: Schema.Create creates it (if it is not
+	// there, or brings it in line), and Diff and WriteTo include it. Its one
+	// definition is entflake's schema.Table, which the lease also creates it
+	// from.
 	Tables = append(Tables, entflakeschema.Table())
+	// WithGlobalUniqueID(true) would give each table a range of ids, which
+	// snowflake ids ignore: a migration given it fails, naming the types
+	// with the SnowflakeID mixin.
+	WithGlobalUniqueID = entflakeschema.RefuseGlobalUniqueID(WithGlobalUniqueID, "Specs", "V")
 }
