@@ -22,13 +22,16 @@
 //     as a string or a number;
 //   - the registration of the sys_sequence table in migrate.Tables, so a
 //     bare client.Schema.Create(ctx) creates it (unless a schema of the
-//     graph already maps a type to that table).
+//     graph already maps a type to that table);
+//   - in place of migrate.WithGlobalUniqueID, schema.RefuseGlobalUniqueID:
+//     with true, the migration fails, naming the types, since snowflake ids
+//     ignore the id ranges that option gives each table.
 //
 // The generated code refers to no package of an entity type (a type's
 // package is its lower-cased name, which a local of ent's generated code
-// can shadow) and declares only names that no entity type can take, so a
-// type may have any name ent itself generates code for: Node, Spec,
-// Builder, Json, and so on.
+// can shadow), and besides its API declares only names that no entity type
+// can take, so a type may have any name ent itself generates code for:
+// Node, Spec, Builder, Json, and so on.
 //
 // Generation fails with a message naming the schema when the mixin meets
 // an id it cannot fill (not int64, a custom Go type, a default, an
