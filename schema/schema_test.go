@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	atlasmigrate "ariga.io/atlas/sql/migrate"
 	atlas "ariga.io/atlas/sql/schema"
 	"entgo.io/ent/dialect"
 	entsql "entgo.io/ent/dialect/sql"
@@ -185,6 +186,22 @@ func TestRefuseGlobalUniqueID(t *testing.T) {
 	assert.ErrorContains(t, err, "the ids of Account, Entry are assigned before the INSERT")
 	assert.Empty(t, passed, "true is not passed on")
 	assert.False(t, exists(), "nothing was created")
+	// A versioned migration's diff is refused too, and writes no file.
+	dir, err := atlasmigrate.NewLocalDir(t.TempDir())
+	require.NoError(t, err)
+	m, err = entschema.NewMigrate(drv, entschema.WithDir(dir), refuse(true))
+	require.NoError(t, err)
+	assert.ErrorIs(t, m.NamedDiff(ctx, "entflake", schema.Table()), schema.ErrGlobalUniqueID)
+	files, err := dir.Files()
+	require.NoError(t, err)
+	assert.Empty(t, files)
+	m, err = entschema.NewMigrate(drv, entschema.WithDir(dir), refuse(false))
+	require.NoError(t, err)
+	require.NoError(t, m.NamedDiff(ctx, "entflake", schema.Table()))
+	files, err = dir.Files()
+	require.NoError(t, err)
+	assert.NotEmpty(t, files, "without the option the diff is written")
+	passed = nil
 
 	m, err = entschema.NewMigrate(drv, refuse(false))
 	require.NoError(t, err)
