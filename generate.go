@@ -4,3 +4,4 @@ package entflake
 // generated code, checked in; CI regenerates them and expects no change.
 //go:generate go -C example/ent run entc.go
 //go:generate go -C entext/internal/integration/ent run entc.go
+//go:generate go -C entext/internal/integration/ent2 run entc.go

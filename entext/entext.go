@@ -23,14 +23,27 @@
 //   - the registration of entflake's tables (sys_sequence and
 //     sys_sequence_slot) in migrate.Tables, so a bare
 //     client.Schema.Create(ctx) creates them (except a table a schema of the
-//     graph already maps a type to).
+//     graph already maps a type to);
+//   - in place of migrate.WithGlobalUniqueID, schema.RefuseGlobalUniqueID:
+//     with true, the migration fails, naming the types, since snowflake ids
+//     ignore the id ranges that option gives each table.
+//
+// The generated code refers to no package of an entity type (a type's
+// package is its lower-cased name, which a local of ent's generated code
+// can shadow), and besides its API declares only names that no entity type
+// can take, so a type may have any name ent itself generates code for:
+// Node, Spec, Builder, Json, and so on.
 //
 // Generation fails with a message naming the schema when the mixin meets
 // an id it cannot fill (not int64, a custom Go type, a default, an
 // AUTO_INCREMENT annotation, an edge schema, whose rows ent inserts without
 // hooks), when ent's global unique ID feature is on
-// (it gives each type an id range, which pre-assigned ids ignore), or when
-// a type's name would clash with the generated names.
+// (it gives each type an id range, which pre-assigned ids ignore), or for
+// the few names that would clash with what it generates: a type named
+// IDGenerator, NextID or Entflake (whose model file would be entflake.go),
+// a field that would be the struct field UnmarshalJSON of a type with
+// SnowflakeID{JSONString: true}, and a dependency (entc.Dependency) whose
+// field is entflake or whose option is IDGenerator.
 package entext
 
 import (
@@ -39,6 +52,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
 	"text/template"
 
@@ -67,8 +81,26 @@ var funcs = template.FuncMap{
 	"entflakeUses":      uses,
 	"entflakeJSON":      jsonString,
 	"entflakeAny":       func(g *gen.Graph) bool { return len(marked(g)) > 0 },
+	"entflakeAnyJSON":   anyJSON,
 	"entflakeTypeNames": func(g *gen.Graph) string { return strings.Join(marked(g), ", ") },
 	"entflakeTables":    unmapped,
+	"entflakeQuoted": func(g *gen.Graph) string {
+		var q []string
+		for _, name := range marked(g) {
+			q = append(q, strconv.Quote(name))
+		}
+		return strings.Join(q, ", ")
+	},
+}
+
+// anyJSON reports whether a type of the graph asks for a JSON string id.
+func anyJSON(g *gen.Graph) bool {
+	for _, n := range g.Nodes {
+		if jsonString(n) {
+			return true
+		}
+	}
+	return false
 }
 
 // marked returns the names of the graph's types that use mixin.SnowflakeID.
@@ -87,7 +119,7 @@ func (*Extension) Templates() []*gen.Template {
 	return []*gen.Template{
 		gen.MustParse(gen.NewTemplate("entflake-ext").Funcs(funcs).ParseFS(templates, "template/entflake.tmpl")),
 		gen.MustParse(gen.NewTemplate("entflake-migrate").Funcs(funcs).
-			SkipIf(func(g *gen.Graph) bool { return !g.SupportMigrate() || len(unmapped(g)) == 0 }).
+			SkipIf(func(g *gen.Graph) bool { return !g.SupportMigrate() || len(unmapped(g)) == 0 && len(marked(g)) == 0 }).
 			ParseFS(templates, "template/migrate.tmpl")),
 	}
 }
@@ -166,8 +198,8 @@ func unmapped(g *gen.Graph) []string {
 }
 
 // Check returns every reason the graph cannot be generated with the
-// extension, joined, each naming its schema. The extension runs it before
-// generating; it is exported for tests and tools.
+// extension, joined, each naming its schema (or dependency). The extension
+// runs it before generating; it is exported for tests and tools.
 func Check(g *gen.Graph) error {
 	var errs []error
 	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf("entflake: "+format, args...)) }
@@ -176,11 +208,21 @@ func Check(g *gen.Graph) error {
 		switch n.Name {
 		case "IDGenerator", "NextID":
 			fail("schema %s: its generated names would clash with entflake's %s; rename the type", n.Name, n.Name)
+		case "Entflake":
+			fail("schema %s: its generated file %s.go would overwrite entflake's; rename the type", n.Name, n.PackageDir())
 		}
 		if !uses(n) {
 			continue
 		}
 		users = append(users, n.Name)
+		if jsonString(n) {
+			for _, f := range n.Fields {
+				if f.StructField() == "UnmarshalJSON" {
+					fail("schema %s: its field %s would clash with the UnmarshalJSON that SnowflakeID{JSONString: true} "+
+						"generates; rename the field", n.Name, f.Name)
+				}
+			}
+		}
 		if n.IsEdgeSchema() {
 			fail("schema %s uses mixin.SnowflakeID but is an edge schema: ent inserts its rows itself when edges are "+
 				"added, without hooks, so nothing would give them an id; key it by its two edge fields "+
@@ -210,6 +252,14 @@ func Check(g *gen.Graph) error {
 			if a.on != nil && *a.on {
 				fail("schema %s uses mixin.SnowflakeID, but its %s has entsql.Annotation{Incremental: true}; "+
 					"a snowflake id must not be AUTO_INCREMENT/IDENTITY", n.Name, a.where)
+			}
+		}
+	}
+	if deps, ok := g.Annotations[gen.Dependencies{}.Name()].(gen.Dependencies); ok {
+		for _, d := range deps {
+			if d.Field == "entflake" || d.Option == "IDGenerator" {
+				fail("dependency %s (option %s) would clash with the generator's field entflake or its option "+
+					"IDGenerator; name it otherwise (entc.DependencyName)", d.Field, d.Option)
 			}
 		}
 	}

@@ -1,6 +1,9 @@
 package entext
 
 import (
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -95,6 +98,17 @@ func (Membership) Edges() []ent.Edge {
 // NextID would clash with Client.NextID.
 type NextID struct{ ent.Schema }
 
+// Entflake's model file would be entflake.go, the extension's file.
+type Entflake struct{ ent.Schema }
+
+// JSONClash has a field whose struct field is the UnmarshalJSON method that
+// SnowflakeID{JSONString: true} generates.
+type JSONClash struct{ ent.Schema }
+
+func (JSONClash) Mixin() []ent.Mixin { return []ent.Mixin{entflakemixin.SnowflakeID{JSONString: true}} }
+
+func (JSONClash) Fields() []ent.Field { return []ent.Field{field.String("unmarshal_json")} }
+
 // OwnSequence maps a type of the user's to the lease's table.
 type OwnSequence struct{ ent.Schema }
 
@@ -136,6 +150,8 @@ func TestCheck(t *testing.T) {
 		"incremental":     {[]ent.Interface{Incremental{}}, nil, []string{"schema Incremental", "Incremental: true"}},
 		"global id":       {[]ent.Interface{Good{}}, []gen.Feature{gen.FeatureGlobalID}, []string{"sql/globalid", "schemas Good"}},
 		"name clash":      {[]ent.Interface{NextID{}}, nil, []string{"schema NextID", "clash"}},
+		"file clash":      {[]ent.Interface{Entflake{}}, nil, []string{"schema Entflake", "entflake.go"}},
+		"method clash":    {[]ent.Interface{JSONClash{}}, nil, []string{"schema JSONClash", "field unmarshal_json", "UnmarshalJSON"}},
 		"edge schema":     {[]ent.Interface{User{}, Group{}, Membership{}}, nil, []string{"schema Membership", "edge schema"}},
 		"several at once": {[]ent.Interface{StringID{}, DefaultID{}}, nil, []string{"schema StringID", "schema DefaultID"}},
 	} {
@@ -150,6 +166,28 @@ func TestCheck(t *testing.T) {
 	}
 	// Global IDs without the mixin are none of our business.
 	assert.NoError(t, Check(graph(t, []gen.Feature{gen.FeatureGlobalID}, Plain{})))
+}
+
+// TestCheckDependencies: an entc.Dependency whose field or option would be
+// the generator's is refused; another is fine.
+func TestCheckDependencies(t *testing.T) {
+	for _, c := range []struct {
+		dep  gen.Dependency
+		want string
+	}{
+		{gen.Dependency{Field: "entflake", Option: "WithGen"}, "dependency entflake"},
+		{gen.Dependency{Field: "Gen", Option: "IDGenerator"}, "option IDGenerator"},
+		{gen.Dependency{Field: "HTTPClient", Option: "HTTPClient"}, ""},
+	} {
+		g := graph(t, nil, Good{})
+		g.Annotations = gen.Annotations{gen.Dependencies{}.Name(): gen.Dependencies{&c.dep}}
+		err := Check(g)
+		if c.want == "" {
+			assert.NoError(t, err)
+			continue
+		}
+		assert.ErrorContains(t, err, c.want)
+	}
 }
 
 // TestHookStopsGeneration: the generation hook fails before anything is
@@ -181,6 +219,43 @@ func TestTableNotRegisteredTwice(t *testing.T) {
 	assert.Equal(t, []string{"Table", "SlotTable"}, unmapped(graph(t, nil, Good{})))
 	assert.Equal(t, []string{"SlotTable"}, unmapped(graph(t, nil, Good{}, OwnSequence{})))
 	assert.Empty(t, unmapped(graph(t, nil, Good{}, OwnSequence{}, OwnSlots{})))
+}
+
+// TestMigrateFile: the generated migrate/entflake.go registers each of
+// entflake's tables that no type maps, and wraps WithGlobalUniqueID when a
+// type has the mixin; with none of that there is no file.
+func TestMigrateFile(t *testing.T) {
+	for name, c := range map[string]struct {
+		schemas []ent.Interface
+		tables  string // the registration expected, or ""
+		refusal bool
+	}{
+		"mixin":               {[]ent.Interface{Good{}, Plain{}}, "entflakeschema.Table(), entflakeschema.SlotTable())", true},
+		"mixin, own table":    {[]ent.Interface{Good{}, OwnSequence{}}, "append(Tables, entflakeschema.SlotTable())", true},
+		"mixin, own tables":   {[]ent.Interface{Good{}, OwnSequence{}, OwnSlots{}}, "", true},
+		"no mixin":            {[]ent.Interface{Plain{}}, "entflakeschema.Table(), entflakeschema.SlotTable())", false},
+		"no mixin, own table": {[]ent.Interface{Plain{}, OwnSequence{}}, "append(Tables, entflakeschema.SlotTable())", false},
+		"no mixin, own both":  {[]ent.Interface{Plain{}, OwnSequence{}, OwnSlots{}}, "", false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := graph(t, nil, c.schemas...)
+			g.Target, g.Templates, g.Hooks = t.TempDir(), New().Templates(), New().Hooks()
+			require.NoError(t, g.Gen())
+			b, err := os.ReadFile(filepath.Join(g.Target, "migrate", "entflake.go"))
+			if c.tables == "" && !c.refusal {
+				assert.ErrorIs(t, err, fs.ErrNotExist)
+				return
+			}
+			require.NoError(t, err)
+			if c.tables == "" {
+				assert.NotContains(t, string(b), "Tables = append")
+			} else {
+				assert.Contains(t, string(b), c.tables)
+			}
+			assert.Equal(t, c.refusal, strings.Contains(string(b),
+				`WithGlobalUniqueID = entflakeschema.RefuseGlobalUniqueID(WithGlobalUniqueID, "Good")`))
+		})
+	}
 }
 
 func TestMark(t *testing.T) {

@@ -26,6 +26,9 @@
 // The updated_at default matters to the Java code, which inserts the pool row
 // without that column. The Java code never touches the slot table.
 //
+// It also holds RefuseGlobalUniqueID, which the migrate package that entext
+// generates puts in place of ent's WithGlobalUniqueID option.
+//
 // The package is named for what it holds; generated ent code imports ent's
 // own entgo.io/ent/dialect/sql/schema as well, so import one of them under
 // an alias there.

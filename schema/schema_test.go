@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	atlasmigrate "ariga.io/atlas/sql/migrate"
 	atlas "ariga.io/atlas/sql/schema"
 	"entgo.io/ent/dialect"
 	entsql "entgo.io/ent/dialect/sql"
@@ -187,4 +188,53 @@ func TestMigrateKeepsSourceRows(t *testing.T) {
 	require.NoError(t, db.QueryRow("SELECT worker_id FROM sys_sequence WHERE service_name = '__global__'").Scan(&pool))
 	assert.Equal(t, 2, n)
 	assert.Equal(t, 17, pool)
+}
+
+// TestRefuseGlobalUniqueID: with true, the wrapped option is not applied
+// and the migration fails, naming the types, before it creates anything;
+// with false, it is the wrapped option and the migration runs.
+func TestRefuseGlobalUniqueID(t *testing.T) {
+	ctx := context.Background()
+	var passed []bool
+	refuse := schema.RefuseGlobalUniqueID(func(on bool) entschema.MigrateOption {
+		passed = append(passed, on)
+		return entschema.WithGlobalUniqueID(on)
+	}, "Account", "Entry")
+	db := dbtest.SQLite(t)
+	drv := entsql.OpenDB(dialect.SQLite, db.DB)
+	exists := func() bool {
+		var n int
+		require.NoError(t, db.QueryRow("SELECT COUNT(*) FROM sqlite_master WHERE name = 'sys_sequence'").Scan(&n))
+		return n == 1
+	}
+
+	m, err := entschema.NewMigrate(drv, refuse(true))
+	require.NoError(t, err)
+	err = m.Create(ctx, schema.Table())
+	assert.ErrorIs(t, err, schema.ErrGlobalUniqueID)
+	assert.ErrorContains(t, err, "the ids of Account, Entry are assigned before the INSERT")
+	assert.Empty(t, passed, "true is not passed on")
+	assert.False(t, exists(), "nothing was created")
+	// A versioned migration's diff is refused too, and writes no file.
+	dir, err := atlasmigrate.NewLocalDir(t.TempDir())
+	require.NoError(t, err)
+	m, err = entschema.NewMigrate(drv, entschema.WithDir(dir), refuse(true))
+	require.NoError(t, err)
+	assert.ErrorIs(t, m.NamedDiff(ctx, "entflake", schema.Table()), schema.ErrGlobalUniqueID)
+	files, err := dir.Files()
+	require.NoError(t, err)
+	assert.Empty(t, files)
+	m, err = entschema.NewMigrate(drv, entschema.WithDir(dir), refuse(false))
+	require.NoError(t, err)
+	require.NoError(t, m.NamedDiff(ctx, "entflake", schema.Table()))
+	files, err = dir.Files()
+	require.NoError(t, err)
+	assert.NotEmpty(t, files, "without the option the diff is written")
+	passed = nil
+
+	m, err = entschema.NewMigrate(drv, refuse(false))
+	require.NoError(t, err)
+	require.NoError(t, m.Create(ctx, schema.Table()))
+	assert.Equal(t, []bool{false}, passed)
+	assert.True(t, exists())
 }

@@ -13,9 +13,6 @@ import (
 	"entgo.io/ent/schema/field"
 
 	"github.com/entflake/entflake"
-	"github.com/entflake/entflake/bench/ent/snow"
-	"github.com/entflake/entflake/bench/ent/snow8"
-	"github.com/entflake/entflake/bench/ent/snow8row"
 )
 
 // IDGenerator gives the client the entflake generator that assigns the
@@ -39,30 +36,22 @@ func IDGenerator(g *entflake.Generator) Option {
 // that must exist before its row: take it before the first statement of a
 // transaction. It touches no database.
 func (c *Client) NextID() (int64, error) {
-	return c.config.entflakeNextID()
+	return entflakeNextID(&c.config)
 }
 
 // NextID returns a new snowflake ID from the client's generator. It does not
 // depend on the transaction: a rollback leaves only a gap.
 func (tx *Tx) NextID() (int64, error) {
-	return tx.config.entflakeNextID()
+	return entflakeNextID(&tx.config)
 }
 
-func (c config) entflakeNextID() (int64, error) {
+// entflakeNextID returns a new snowflake ID from the generator of a client's
+// configuration.
+func entflakeNextID(c *config) (int64, error) {
 	if c.entflake == nil {
 		return 0, fmt.Errorf("ent: %w: pass ent.IDGenerator(gen) to ent.NewClient, with gen from entflake.Open", entflake.ErrNoGenerator)
 	}
 	return c.entflake.NextID()
-}
-
-// entflakeMutation is a create mutation of an entity type with the
-// SnowflakeID mixin.
-type entflakeMutation interface {
-	ent.Mutation
-	ID() (int64, bool)
-	SetID(int64)
-	entflakeNextID() (int64, error)
-	entflakeStored(context.Context, ent.Value, int64) error
 }
 
 // entflakeIDs is the hook, registered on every client for the entity types
@@ -74,24 +63,81 @@ func entflakeIDs(next ent.Mutator) ent.Mutator {
 		if !m.Op().Is(ent.OpCreate) {
 			return next.Mutate(ctx, m)
 		}
-		em, ok := m.(entflakeMutation)
-		if !ok {
+		c, ok := entflakeConfig(m)
+		em, isID := m.(interface {
+			ID() (int64, bool)
+			SetID(int64)
+		})
+		if !ok || !isID {
 			return nil, fmt.Errorf("ent: entflake: unexpected mutation %T", m)
 		}
 		id, set := em.ID()
 		if !set {
 			var err error
-			if id, err = em.entflakeNextID(); err != nil {
+			if id, err = entflakeNextID(c); err != nil {
 				return nil, err
 			}
 			em.SetID(id)
 		}
 		v, err := next.Mutate(ctx, m)
-		if err != nil {
+		if err != nil || c.driver.Dialect() != dialect.MySQL {
 			return v, err
 		}
-		return v, em.entflakeStored(ctx, v, id)
+		return v, entflakeReadBack(ctx, c, v, id)
 	})
+}
+
+// entflakeConfig returns the client configuration of a mutation of an
+// entity type with the SnowflakeID mixin.
+func entflakeConfig(m ent.Mutation) (*config, bool) {
+	switch m := m.(type) {
+	case *SnowMutation:
+		return &m.config, true
+	case *Snow8Mutation:
+		return &m.config, true
+	case *Snow8RowMutation:
+		return &m.config, true
+	}
+	return nil, false
+}
+
+// entflakeReadBack makes an entity created on MySQL report the id it is
+// stored with. An upsert there, which has no RETURNING, reads the id from
+// LAST_INSERT_ID: the conflict clause sets it to the stored row's id when
+// the upsert updates a row, but an INSERT of a given id leaves it 0. A row
+// with the id given exists only if the upsert inserted it; otherwise the
+// id stays 0, as ent leaves it (DoNothing, which MySQL lacks).
+func entflakeReadBack(ctx context.Context, c *config, v ent.Value, id int64) error {
+	var (
+		stored   *int64
+		name     string
+		inserted bool
+		err      error
+	)
+	switch e := v.(type) {
+	case *Snow:
+		if e != nil && e.ID == 0 {
+			stored, name = &e.ID, "Snow"
+			inserted, err = NewSnowClient(*c).Query().Where(sql.FieldEQ("id", id)).Exist(ctx)
+		}
+	case *Snow8:
+		if e != nil && e.ID == 0 {
+			stored, name = &e.ID, "Snow8"
+			inserted, err = NewSnow8Client(*c).Query().Where(sql.FieldEQ("id", id)).Exist(ctx)
+		}
+	case *Snow8Row:
+		if e != nil && e.ID == 0 {
+			stored, name = &e.ID, "Snow8Row"
+			inserted, err = NewSnow8RowClient(*c).Query().Where(sql.FieldEQ("id", id)).Exist(ctx)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("ent: entflake: read back the id of an upserted %s: %w", name, err)
+	}
+	if inserted {
+		*stored = id
+	}
+	return nil
 }
 
 // entflakeKeepID is added to the conflict options of every upsert of an
@@ -114,76 +160,13 @@ func entflakeKeepID(column string) sql.ConflictOption {
 // AUTO_INCREMENT ids, and writes the foreign keys of edges with those
 // numbers; these ids were given before the INSERT. sqlgraph reads
 // LAST_INSERT_ID only for a numeric id type.
-func entflakeKeepBatchIDs(d string, spec *sqlgraph.BatchCreateSpec) {
+func entflakeKeepBatchIDs(d string, batch *sqlgraph.BatchCreateSpec) {
 	if d != dialect.MySQL {
 		return
 	}
-	for _, node := range spec.Nodes {
-		if node.ID != nil && node.ID.Value != nil {
-			node.ID.Type = field.TypeOther
+	for _, n := range batch.Nodes {
+		if n.ID != nil && n.ID.Value != nil {
+			n.ID.Type = field.TypeOther
 		}
 	}
-}
-
-// entflakeStored makes a created Snow report the id it is stored
-// with. An upsert on MySQL, which has no RETURNING, reads the id from
-// LAST_INSERT_ID: the conflict clause sets it to the stored row's id when
-// the upsert updates a row, but an INSERT of a given id leaves it 0. A row
-// with the id given exists only if the upsert inserted it; otherwise the
-// id stays 0, as ent leaves it (DoNothing, which MySQL lacks).
-func (m *SnowMutation) entflakeStored(ctx context.Context, v ent.Value, id int64) error {
-	node, ok := v.(*Snow)
-	if !ok || node.ID != 0 || m.driver.Dialect() != dialect.MySQL {
-		return nil
-	}
-	inserted, err := m.Client().Snow.Query().Where(snow.ID(id)).Exist(ctx)
-	if err != nil {
-		return fmt.Errorf("ent: entflake: read back the id of an upserted Snow: %w", err)
-	}
-	if inserted {
-		node.ID = id
-	}
-	return nil
-}
-
-// entflakeStored makes a created Snow8 report the id it is stored
-// with. An upsert on MySQL, which has no RETURNING, reads the id from
-// LAST_INSERT_ID: the conflict clause sets it to the stored row's id when
-// the upsert updates a row, but an INSERT of a given id leaves it 0. A row
-// with the id given exists only if the upsert inserted it; otherwise the
-// id stays 0, as ent leaves it (DoNothing, which MySQL lacks).
-func (m *Snow8Mutation) entflakeStored(ctx context.Context, v ent.Value, id int64) error {
-	node, ok := v.(*Snow8)
-	if !ok || node.ID != 0 || m.driver.Dialect() != dialect.MySQL {
-		return nil
-	}
-	inserted, err := m.Client().Snow8.Query().Where(snow8.ID(id)).Exist(ctx)
-	if err != nil {
-		return fmt.Errorf("ent: entflake: read back the id of an upserted Snow8: %w", err)
-	}
-	if inserted {
-		node.ID = id
-	}
-	return nil
-}
-
-// entflakeStored makes a created Snow8Row report the id it is stored
-// with. An upsert on MySQL, which has no RETURNING, reads the id from
-// LAST_INSERT_ID: the conflict clause sets it to the stored row's id when
-// the upsert updates a row, but an INSERT of a given id leaves it 0. A row
-// with the id given exists only if the upsert inserted it; otherwise the
-// id stays 0, as ent leaves it (DoNothing, which MySQL lacks).
-func (m *Snow8RowMutation) entflakeStored(ctx context.Context, v ent.Value, id int64) error {
-	node, ok := v.(*Snow8Row)
-	if !ok || node.ID != 0 || m.driver.Dialect() != dialect.MySQL {
-		return nil
-	}
-	inserted, err := m.Client().Snow8Row.Query().Where(snow8row.ID(id)).Exist(ctx)
-	if err != nil {
-		return fmt.Errorf("ent: entflake: read back the id of an upserted Snow8Row: %w", err)
-	}
-	if inserted {
-		node.ID = id
-	}
-	return nil
 }

@@ -4,6 +4,7 @@ package ent
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"entgo.io/ent"
@@ -13,9 +14,6 @@ import (
 	"entgo.io/ent/schema/field"
 
 	"github.com/entflake/entflake"
-	"github.com/entflake/entflake/example/ent/account"
-	"github.com/entflake/entflake/example/ent/entry"
-	"github.com/entflake/entflake/example/ent/event"
 )
 
 // IDGenerator gives the client the entflake generator that assigns the
@@ -39,30 +37,22 @@ func IDGenerator(g *entflake.Generator) Option {
 // that must exist before its row: take it before the first statement of a
 // transaction. It touches no database.
 func (c *Client) NextID() (int64, error) {
-	return c.config.entflakeNextID()
+	return entflakeNextID(&c.config)
 }
 
 // NextID returns a new snowflake ID from the client's generator. It does not
 // depend on the transaction: a rollback leaves only a gap.
 func (tx *Tx) NextID() (int64, error) {
-	return tx.config.entflakeNextID()
+	return entflakeNextID(&tx.config)
 }
 
-func (c config) entflakeNextID() (int64, error) {
+// entflakeNextID returns a new snowflake ID from the generator of a client's
+// configuration.
+func entflakeNextID(c *config) (int64, error) {
 	if c.entflake == nil {
 		return 0, fmt.Errorf("ent: %w: pass ent.IDGenerator(gen) to ent.NewClient, with gen from entflake.Open", entflake.ErrNoGenerator)
 	}
 	return c.entflake.NextID()
-}
-
-// entflakeMutation is a create mutation of an entity type with the
-// SnowflakeID mixin.
-type entflakeMutation interface {
-	ent.Mutation
-	ID() (int64, bool)
-	SetID(int64)
-	entflakeNextID() (int64, error)
-	entflakeStored(context.Context, ent.Value, int64) error
 }
 
 // entflakeIDs is the hook, registered on every client for the entity types
@@ -74,24 +64,81 @@ func entflakeIDs(next ent.Mutator) ent.Mutator {
 		if !m.Op().Is(ent.OpCreate) {
 			return next.Mutate(ctx, m)
 		}
-		em, ok := m.(entflakeMutation)
-		if !ok {
+		c, ok := entflakeConfig(m)
+		em, isID := m.(interface {
+			ID() (int64, bool)
+			SetID(int64)
+		})
+		if !ok || !isID {
 			return nil, fmt.Errorf("ent: entflake: unexpected mutation %T", m)
 		}
 		id, set := em.ID()
 		if !set {
 			var err error
-			if id, err = em.entflakeNextID(); err != nil {
+			if id, err = entflakeNextID(c); err != nil {
 				return nil, err
 			}
 			em.SetID(id)
 		}
 		v, err := next.Mutate(ctx, m)
-		if err != nil {
+		if err != nil || c.driver.Dialect() != dialect.MySQL {
 			return v, err
 		}
-		return v, em.entflakeStored(ctx, v, id)
+		return v, entflakeReadBack(ctx, c, v, id)
 	})
+}
+
+// entflakeConfig returns the client configuration of a mutation of an
+// entity type with the SnowflakeID mixin.
+func entflakeConfig(m ent.Mutation) (*config, bool) {
+	switch m := m.(type) {
+	case *AccountMutation:
+		return &m.config, true
+	case *EntryMutation:
+		return &m.config, true
+	case *EventMutation:
+		return &m.config, true
+	}
+	return nil, false
+}
+
+// entflakeReadBack makes an entity created on MySQL report the id it is
+// stored with. An upsert there, which has no RETURNING, reads the id from
+// LAST_INSERT_ID: the conflict clause sets it to the stored row's id when
+// the upsert updates a row, but an INSERT of a given id leaves it 0. A row
+// with the id given exists only if the upsert inserted it; otherwise the
+// id stays 0, as ent leaves it (DoNothing, which MySQL lacks).
+func entflakeReadBack(ctx context.Context, c *config, v ent.Value, id int64) error {
+	var (
+		stored   *int64
+		name     string
+		inserted bool
+		err      error
+	)
+	switch e := v.(type) {
+	case *Account:
+		if e != nil && e.ID == 0 {
+			stored, name = &e.ID, "Account"
+			inserted, err = NewAccountClient(*c).Query().Where(sql.FieldEQ("id", id)).Exist(ctx)
+		}
+	case *Entry:
+		if e != nil && e.ID == 0 {
+			stored, name = &e.ID, "Entry"
+			inserted, err = NewEntryClient(*c).Query().Where(sql.FieldEQ("id", id)).Exist(ctx)
+		}
+	case *Event:
+		if e != nil && e.ID == 0 {
+			stored, name = &e.ID, "Event"
+			inserted, err = NewEventClient(*c).Query().Where(sql.FieldEQ("id", id)).Exist(ctx)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("ent: entflake: read back the id of an upserted %s: %w", name, err)
+	}
+	if inserted {
+		*stored = id
+	}
+	return nil
 }
 
 // entflakeKeepID is added to the conflict options of every upsert of an
@@ -114,76 +161,42 @@ func entflakeKeepID(column string) sql.ConflictOption {
 // AUTO_INCREMENT ids, and writes the foreign keys of edges with those
 // numbers; these ids were given before the INSERT. sqlgraph reads
 // LAST_INSERT_ID only for a numeric id type.
-func entflakeKeepBatchIDs(d string, spec *sqlgraph.BatchCreateSpec) {
+func entflakeKeepBatchIDs(d string, batch *sqlgraph.BatchCreateSpec) {
 	if d != dialect.MySQL {
 		return
 	}
-	for _, node := range spec.Nodes {
-		if node.ID != nil && node.ID.Value != nil {
-			node.ID.Type = field.TypeOther
+	for _, n := range batch.Nodes {
+		if n.ID != nil && n.ID.Value != nil {
+			n.ID.Type = field.TypeOther
 		}
 	}
 }
 
-// entflakeStored makes a created Account report the id it is stored
-// with. An upsert on MySQL, which has no RETURNING, reads the id from
-// LAST_INSERT_ID: the conflict clause sets it to the stored row's id when
-// the upsert updates a row, but an INSERT of a given id leaves it 0. A row
-// with the id given exists only if the upsert inserted it; otherwise the
-// id stays 0, as ent leaves it (DoNothing, which MySQL lacks).
-func (m *AccountMutation) entflakeStored(ctx context.Context, v ent.Value, id int64) error {
-	node, ok := v.(*Account)
-	if !ok || node.ID != 0 || m.driver.Dialect() != dialect.MySQL {
+// entflakeJSONID decodes, into the id it points to, an id given as a JSON
+// string or as a JSON number, for the UnmarshalJSON of the entity types with
+// SnowflakeID{JSONString: true}. A null leaves the id as it is.
+type entflakeJSONID struct {
+	id   *int64
+	name string // Type.id, for errors
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (j entflakeJSONID) UnmarshalJSON(data []byte) error {
+	if string(data) == "null" {
 		return nil
 	}
-	inserted, err := m.Client().Account.Query().Where(account.ID(id)).Exist(ctx)
-	if err != nil {
-		return fmt.Errorf("ent: entflake: read back the id of an upserted Account: %w", err)
+	var n json.Number
+	err := json.Unmarshal(data, &n)
+	if err == nil {
+		*j.id, err = n.Int64()
 	}
-	if inserted {
-		node.ID = id
+	if err != nil {
+		return fmt.Errorf("ent: %s: %s is not an int64", j.name, data)
 	}
 	return nil
 }
 
-// entflakeStored makes a created Entry report the id it is stored
-// with. An upsert on MySQL, which has no RETURNING, reads the id from
-// LAST_INSERT_ID: the conflict clause sets it to the stored row's id when
-// the upsert updates a row, but an INSERT of a given id leaves it 0. A row
-// with the id given exists only if the upsert inserted it; otherwise the
-// id stays 0, as ent leaves it (DoNothing, which MySQL lacks).
-func (m *EntryMutation) entflakeStored(ctx context.Context, v ent.Value, id int64) error {
-	node, ok := v.(*Entry)
-	if !ok || node.ID != 0 || m.driver.Dialect() != dialect.MySQL {
-		return nil
-	}
-	inserted, err := m.Client().Entry.Query().Where(entry.ID(id)).Exist(ctx)
-	if err != nil {
-		return fmt.Errorf("ent: entflake: read back the id of an upserted Entry: %w", err)
-	}
-	if inserted {
-		node.ID = id
-	}
-	return nil
-}
-
-// entflakeStored makes a created Event report the id it is stored
-// with. An upsert on MySQL, which has no RETURNING, reads the id from
-// LAST_INSERT_ID: the conflict clause sets it to the stored row's id when
-// the upsert updates a row, but an INSERT of a given id leaves it 0. A row
-// with the id given exists only if the upsert inserted it; otherwise the
-// id stays 0, as ent leaves it (DoNothing, which MySQL lacks).
-func (m *EventMutation) entflakeStored(ctx context.Context, v ent.Value, id int64) error {
-	node, ok := v.(*Event)
-	if !ok || node.ID != 0 || m.driver.Dialect() != dialect.MySQL {
-		return nil
-	}
-	inserted, err := m.Client().Event.Query().Where(event.ID(id)).Exist(ctx)
-	if err != nil {
-		return fmt.Errorf("ent: entflake: read back the id of an upserted Event: %w", err)
-	}
-	if inserted {
-		node.ID = id
-	}
-	return nil
-}
+// entflakeUnmarshalJSON is json.Unmarshal, for the UnmarshalJSON of the
+// entity types with SnowflakeID{JSONString: true}, which cannot name the
+// package json: an entity type may be named Json.
+func entflakeUnmarshalJSON(data []byte, v any) error { return json.Unmarshal(data, v) }

@@ -5,7 +5,6 @@ package ent
 import (
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"entgo.io/ent"
@@ -120,32 +119,11 @@ func (_m *Event) String() string {
 // UnmarshalJSON decodes a Event, accepting its id as a JSON string
 // (the way it marshals it, for JavaScript's sake) or as a number.
 func (_m *Event) UnmarshalJSON(data []byte) error {
-	type plain Event
-	var aux struct {
-		ID json.RawMessage `json:"id,omitempty"`
-		*plain
-	}
-	aux.plain = (*plain)(_m)
-	if err := json.Unmarshal(data, &aux); err != nil {
-		return err
-	}
-	if len(aux.ID) == 0 || string(aux.ID) == "null" {
-		return nil
-	}
-	raw := aux.ID
-	if raw[0] == '"' {
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return err
-		}
-		raw = json.RawMessage(s)
-	}
-	id, err := strconv.ParseInt(string(raw), 10, 64)
-	if err != nil {
-		return fmt.Errorf("ent: Event.id: %q is not an int64", aux.ID)
-	}
-	_m.ID = id
-	return nil
+	type entflakeFields Event // without this method
+	return entflakeUnmarshalJSON(data, &struct {
+		ID entflakeJSONID `json:"id"`
+		*entflakeFields
+	}{entflakeJSONID{&_m.ID, "Event.id"}, (*entflakeFields)(_m)})
 }
 
 // Events is a parsable slice of Event.

@@ -6,11 +6,15 @@ import (
 	entflakeschema "github.com/entflake/entflake/schema"
 )
 
-// entflake's tables, the worker-id counter (sys_sequence) and the worker-id
-// slots (sys_sequence_slot), are migrated with the entities: Schema.Create
-// creates them (if they are not there, or brings them in line), and Diff and
-// WriteTo include them. Their one definition is entflake's package schema,
-// from which the lease also creates them.
 func init() {
+	// entflake's tables, the worker-id counter (sys_sequence) and the
+	// worker-id slots (sys_sequence_slot), are migrated with the entities:
+	// Schema.Create creates them (if they are not there, or brings them in
+	// line), and Diff and WriteTo include them. Their one definition is
+	// entflake's package schema, from which the lease also creates them.
 	Tables = append(Tables, entflakeschema.Table(), entflakeschema.SlotTable())
+	// WithGlobalUniqueID(true) would give each table a range of ids, which
+	// snowflake ids ignore: a migration given it fails, naming the types
+	// with the SnowflakeID mixin.
+	WithGlobalUniqueID = entflakeschema.RefuseGlobalUniqueID(WithGlobalUniqueID, "Snow", "Snow8", "Snow8Row")
 }

@@ -44,24 +44,35 @@ type env struct {
 // service and the quiet logger, then migrates.
 func open(t *testing.T, b dbtest.Backend, opts ...entflake.Option) *env {
 	t.Helper()
-	ctx := context.Background()
+	db, drv, g := lease(t, b, opts...)
+	client := gen.NewClient(gen.Driver(drv), gen.IDGenerator(g))
+	require.NoError(t, client.Schema.Create(context.Background()))
+	return &env{Client: client, db: db, dialect: b.Dialect, gen: g}
+}
+
+// lease makes a fresh database and leases a worker id from it.
+func lease(t *testing.T, b dbtest.Backend, opts ...entflake.Option) (*dbtest.DB, *entsql.Driver, *entflake.Generator) {
+	t.Helper()
 	db := b.Fresh(t)
 	drv := entsql.OpenDB(b.Dialect, db.DB)
-	g, err := entflake.Open(ctx, drv, append([]entflake.Option{entflake.WithService("itest"), quiet}, opts...)...)
+	g, err := entflake.Open(context.Background(), drv, append([]entflake.Option{entflake.WithService("itest"), quiet}, opts...)...)
 	require.NoError(t, err)
 	require.Equal(t, entflake.SourceLease, g.Source())
-	client := gen.NewClient(gen.Driver(drv), gen.IDGenerator(g))
-	require.NoError(t, client.Schema.Create(ctx))
-	return &env{Client: client, db: db, dialect: b.Dialect, gen: g}
+	return db, drv, g
 }
 
 // mine checks that id is a snowflake of this client's generator: an id that
 // SQLite's rowid or an AUTO_INCREMENT would have made (1, 2, 3) fails.
 func (e *env) mine(t *testing.T, id int64) {
 	t.Helper()
-	p, err := e.gen.Decode(id)
+	mine(t, e.gen, id)
+}
+
+func mine(t *testing.T, g *entflake.Generator, id int64) {
+	t.Helper()
+	p, err := g.Decode(id)
 	require.NoError(t, err)
-	require.Equal(t, e.gen.WorkerID(), p.WorkerID, "id %d does not decode to the client's worker", id)
+	require.Equal(t, g.WorkerID(), p.WorkerID, "id %d does not decode to the client's worker", id)
 	require.Greater(t, id, int64(1)<<22, "id %d has no time field", id)
 }
 
@@ -434,7 +445,7 @@ func TestDDL(t *testing.T) {
 		var buf bytes.Buffer
 		require.NoError(t, client.Schema.WriteTo(context.Background(), &buf))
 		ddl := buf.String()
-		for _, table := range []string{"widgets", "parts", "docs"} {
+		for _, table := range []string{"widgets", "parts", "docs", "builders", "specs", "nodes", "mutators", "roots", "jsons", "strconvs"} {
 			stmt := createStatement(t, ddl, table)
 			for _, bad := range []string{"AUTO_INCREMENT", "IDENTITY", "AUTOINCREMENT", "serial"} {
 				assert.NotContains(t, strings.ToUpper(stmt), strings.ToUpper(bad), "%s: %s", table, stmt)

@@ -15,9 +15,16 @@ import (
 	"entgo.io/ent/dialect"
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
+	"github.com/entflake/entflake/entext/internal/integration/ent/builder"
 	"github.com/entflake/entflake/entext/internal/integration/ent/doc"
+	"github.com/entflake/entflake/entext/internal/integration/ent/json"
+	"github.com/entflake/entflake/entext/internal/integration/ent/mutators"
+	"github.com/entflake/entflake/entext/internal/integration/ent/node"
 	"github.com/entflake/entflake/entext/internal/integration/ent/part"
 	"github.com/entflake/entflake/entext/internal/integration/ent/plain"
+	"github.com/entflake/entflake/entext/internal/integration/ent/root"
+	"github.com/entflake/entflake/entext/internal/integration/ent/spec"
+	"github.com/entflake/entflake/entext/internal/integration/ent/strconv"
 	"github.com/entflake/entflake/entext/internal/integration/ent/widget"
 )
 
@@ -26,12 +33,26 @@ type Client struct {
 	config
 	// Schema is the client for creating, migrating and dropping schema.
 	Schema *migrate.Schema
+	// Builder is the client for interacting with the Builder builders.
+	Builder *BuilderClient
 	// Doc is the client for interacting with the Doc builders.
 	Doc *DocClient
+	// Json is the client for interacting with the Json builders.
+	Json *JSONClient
+	// Mutators is the client for interacting with the Mutators builders.
+	Mutators *MutatorsClient
+	// Node is the client for interacting with the Node builders.
+	Node *NodeClient
 	// Part is the client for interacting with the Part builders.
 	Part *PartClient
 	// Plain is the client for interacting with the Plain builders.
 	Plain *PlainClient
+	// Root is the client for interacting with the Root builders.
+	Root *RootClient
+	// Spec is the client for interacting with the Spec builders.
+	Spec *SpecClient
+	// Strconv is the client for interacting with the Strconv builders.
+	Strconv *StrconvClient
 	// Widget is the client for interacting with the Widget builders.
 	Widget *WidgetClient
 }
@@ -45,9 +66,16 @@ func NewClient(opts ...Option) *Client {
 
 func (c *Client) init() {
 	c.Schema = migrate.NewSchema(c.driver)
+	c.Builder = NewBuilderClient(c.config)
 	c.Doc = NewDocClient(c.config)
+	c.Json = NewJSONClient(c.config)
+	c.Mutators = NewMutatorsClient(c.config)
+	c.Node = NewNodeClient(c.config)
 	c.Part = NewPartClient(c.config)
 	c.Plain = NewPlainClient(c.config)
+	c.Root = NewRootClient(c.config)
+	c.Spec = NewSpecClient(c.config)
+	c.Strconv = NewStrconvClient(c.config)
 	c.Widget = NewWidgetClient(c.config)
 }
 
@@ -75,8 +103,15 @@ type (
 // newConfig creates a new config for the client.
 func newConfig(opts ...Option) config {
 	cfg := config{log: log.Println, hooks: &hooks{}, inters: &inters{}}
+	cfg.hooks.Builder = append(cfg.hooks.Builder, entflakeIDs)
 	cfg.hooks.Doc = append(cfg.hooks.Doc, entflakeIDs)
+	cfg.hooks.Json = append(cfg.hooks.Json, entflakeIDs)
+	cfg.hooks.Mutators = append(cfg.hooks.Mutators, entflakeIDs)
+	cfg.hooks.Node = append(cfg.hooks.Node, entflakeIDs)
 	cfg.hooks.Part = append(cfg.hooks.Part, entflakeIDs)
+	cfg.hooks.Root = append(cfg.hooks.Root, entflakeIDs)
+	cfg.hooks.Spec = append(cfg.hooks.Spec, entflakeIDs)
+	cfg.hooks.Strconv = append(cfg.hooks.Strconv, entflakeIDs)
 	cfg.hooks.Widget = append(cfg.hooks.Widget, entflakeIDs)
 	cfg.options(opts...)
 	return cfg
@@ -145,12 +180,19 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 	cfg := c.config
 	cfg.driver = tx
 	return &Tx{
-		ctx:    ctx,
-		config: cfg,
-		Doc:    NewDocClient(cfg),
-		Part:   NewPartClient(cfg),
-		Plain:  NewPlainClient(cfg),
-		Widget: NewWidgetClient(cfg),
+		ctx:      ctx,
+		config:   cfg,
+		Builder:  NewBuilderClient(cfg),
+		Doc:      NewDocClient(cfg),
+		Json:     NewJSONClient(cfg),
+		Mutators: NewMutatorsClient(cfg),
+		Node:     NewNodeClient(cfg),
+		Part:     NewPartClient(cfg),
+		Plain:    NewPlainClient(cfg),
+		Root:     NewRootClient(cfg),
+		Spec:     NewSpecClient(cfg),
+		Strconv:  NewStrconvClient(cfg),
+		Widget:   NewWidgetClient(cfg),
 	}, nil
 }
 
@@ -168,19 +210,26 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 	cfg := c.config
 	cfg.driver = &txDriver{tx: tx, drv: c.driver}
 	return &Tx{
-		ctx:    ctx,
-		config: cfg,
-		Doc:    NewDocClient(cfg),
-		Part:   NewPartClient(cfg),
-		Plain:  NewPlainClient(cfg),
-		Widget: NewWidgetClient(cfg),
+		ctx:      ctx,
+		config:   cfg,
+		Builder:  NewBuilderClient(cfg),
+		Doc:      NewDocClient(cfg),
+		Json:     NewJSONClient(cfg),
+		Mutators: NewMutatorsClient(cfg),
+		Node:     NewNodeClient(cfg),
+		Part:     NewPartClient(cfg),
+		Plain:    NewPlainClient(cfg),
+		Root:     NewRootClient(cfg),
+		Spec:     NewSpecClient(cfg),
+		Strconv:  NewStrconvClient(cfg),
+		Widget:   NewWidgetClient(cfg),
 	}, nil
 }
 
 // Debug returns a new debug-client. It's used to get verbose logging on specific operations.
 //
 //	client.Debug().
-//		Doc.
+//		Builder.
 //		Query().
 //		Count(ctx)
 func (c *Client) Debug() *Client {
@@ -202,34 +251,201 @@ func (c *Client) Close() error {
 // Use adds the mutation hooks to all the entity clients.
 // In order to add hooks to a specific client, call: `client.Node.Use(...)`.
 func (c *Client) Use(hooks ...Hook) {
-	c.Doc.Use(hooks...)
-	c.Part.Use(hooks...)
-	c.Plain.Use(hooks...)
-	c.Widget.Use(hooks...)
+	for _, n := range []interface{ Use(...Hook) }{
+		c.Builder, c.Doc, c.Json, c.Mutators, c.Node, c.Part, c.Plain, c.Root, c.Spec,
+		c.Strconv, c.Widget,
+	} {
+		n.Use(hooks...)
+	}
 }
 
 // Intercept adds the query interceptors to all the entity clients.
 // In order to add interceptors to a specific client, call: `client.Node.Intercept(...)`.
 func (c *Client) Intercept(interceptors ...Interceptor) {
-	c.Doc.Intercept(interceptors...)
-	c.Part.Intercept(interceptors...)
-	c.Plain.Intercept(interceptors...)
-	c.Widget.Intercept(interceptors...)
+	for _, n := range []interface{ Intercept(...Interceptor) }{
+		c.Builder, c.Doc, c.Json, c.Mutators, c.Node, c.Part, c.Plain, c.Root, c.Spec,
+		c.Strconv, c.Widget,
+	} {
+		n.Intercept(interceptors...)
+	}
 }
 
 // Mutate implements the ent.Mutator interface.
 func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 	switch m := m.(type) {
+	case *BuilderMutation:
+		return c.Builder.mutate(ctx, m)
 	case *DocMutation:
 		return c.Doc.mutate(ctx, m)
+	case *JSONMutation:
+		return c.Json.mutate(ctx, m)
+	case *MutatorsMutation:
+		return c.Mutators.mutate(ctx, m)
+	case *NodeMutation:
+		return c.Node.mutate(ctx, m)
 	case *PartMutation:
 		return c.Part.mutate(ctx, m)
 	case *PlainMutation:
 		return c.Plain.mutate(ctx, m)
+	case *RootMutation:
+		return c.Root.mutate(ctx, m)
+	case *SpecMutation:
+		return c.Spec.mutate(ctx, m)
+	case *StrconvMutation:
+		return c.Strconv.mutate(ctx, m)
 	case *WidgetMutation:
 		return c.Widget.mutate(ctx, m)
 	default:
 		return nil, fmt.Errorf("ent: unknown mutation type %T", m)
+	}
+}
+
+// BuilderClient is a client for the Builder schema.
+type BuilderClient struct {
+	config
+}
+
+// NewBuilderClient returns a client for the Builder from the given config.
+func NewBuilderClient(c config) *BuilderClient {
+	return &BuilderClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `builder.Hooks(f(g(h())))`.
+func (c *BuilderClient) Use(hooks ...Hook) {
+	c.hooks.Builder = append(c.hooks.Builder, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `builder.Intercept(f(g(h())))`.
+func (c *BuilderClient) Intercept(interceptors ...Interceptor) {
+	c.inters.Builder = append(c.inters.Builder, interceptors...)
+}
+
+// Create returns a builder for creating a Builder entity.
+func (c *BuilderClient) Create() *BuilderCreate {
+	mutation := newBuilderMutation(c.config, OpCreate)
+	return &BuilderCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of Builder entities.
+func (c *BuilderClient) CreateBulk(builders ...*BuilderCreate) *BuilderCreateBulk {
+	return &BuilderCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *BuilderClient) MapCreateBulk(slice any, setFunc func(*BuilderCreate, int)) *BuilderCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &BuilderCreateBulk{err: fmt.Errorf("calling to BuilderClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*BuilderCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &BuilderCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for Builder.
+func (c *BuilderClient) Update() *BuilderUpdate {
+	mutation := newBuilderMutation(c.config, OpUpdate)
+	return &BuilderUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *BuilderClient) UpdateOne(_m *Builder) *BuilderUpdateOne {
+	mutation := newBuilderMutation(c.config, OpUpdateOne, withBuilder(_m))
+	return &BuilderUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *BuilderClient) UpdateOneID(id int64) *BuilderUpdateOne {
+	mutation := newBuilderMutation(c.config, OpUpdateOne, withBuilderID(id))
+	return &BuilderUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for Builder.
+func (c *BuilderClient) Delete() *BuilderDelete {
+	mutation := newBuilderMutation(c.config, OpDelete)
+	return &BuilderDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *BuilderClient) DeleteOne(_m *Builder) *BuilderDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *BuilderClient) DeleteOneID(id int64) *BuilderDeleteOne {
+	builderC := c.Delete().Where(builder.ID(id))
+	builderC.mutation.id = &id
+	builderC.mutation.op = OpDeleteOne
+	return &BuilderDeleteOne{builderC}
+}
+
+// Query returns a query builder for Builder.
+func (c *BuilderClient) Query() *BuilderQuery {
+	return &BuilderQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeBuilder},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a Builder entity by its id.
+func (c *BuilderClient) Get(ctx context.Context, id int64) (*Builder, error) {
+	return c.Query().Where(builder.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *BuilderClient) GetX(ctx context.Context, id int64) *Builder {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryNext queries the next edge of a Builder.
+func (c *BuilderClient) QueryNext(_m *Builder) *SpecQuery {
+	query := (&SpecClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(builder.Table, builder.FieldID, id),
+			sqlgraph.To(spec.Table, spec.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, builder.NextTable, builder.NextColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *BuilderClient) Hooks() []Hook {
+	return c.hooks.Builder
+}
+
+// Interceptors returns the client interceptors.
+func (c *BuilderClient) Interceptors() []Interceptor {
+	return c.inters.Builder
+}
+
+func (c *BuilderClient) mutate(ctx context.Context, m *BuilderMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&BuilderCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&BuilderUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&BuilderUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&BuilderDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown Builder mutation op: %q", m.Op())
 	}
 }
 
@@ -363,6 +579,501 @@ func (c *DocClient) mutate(ctx context.Context, m *DocMutation) (Value, error) {
 		return (&DocDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
 	default:
 		return nil, fmt.Errorf("ent: unknown Doc mutation op: %q", m.Op())
+	}
+}
+
+// JSONClient is a client for the Json schema.
+type JSONClient struct {
+	config
+}
+
+// NewJSONClient returns a client for the Json from the given config.
+func NewJSONClient(c config) *JSONClient {
+	return &JSONClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `json.Hooks(f(g(h())))`.
+func (c *JSONClient) Use(hooks ...Hook) {
+	c.hooks.Json = append(c.hooks.Json, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `json.Intercept(f(g(h())))`.
+func (c *JSONClient) Intercept(interceptors ...Interceptor) {
+	c.inters.Json = append(c.inters.Json, interceptors...)
+}
+
+// Create returns a builder for creating a Json entity.
+func (c *JSONClient) Create() *JSONCreate {
+	mutation := newJSONMutation(c.config, OpCreate)
+	return &JSONCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of Json entities.
+func (c *JSONClient) CreateBulk(builders ...*JSONCreate) *JSONCreateBulk {
+	return &JSONCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *JSONClient) MapCreateBulk(slice any, setFunc func(*JSONCreate, int)) *JSONCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &JSONCreateBulk{err: fmt.Errorf("calling to JSONClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*JSONCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &JSONCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for Json.
+func (c *JSONClient) Update() *JSONUpdate {
+	mutation := newJSONMutation(c.config, OpUpdate)
+	return &JSONUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *JSONClient) UpdateOne(_m *Json) *JSONUpdateOne {
+	mutation := newJSONMutation(c.config, OpUpdateOne, withJson(_m))
+	return &JSONUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *JSONClient) UpdateOneID(id int64) *JSONUpdateOne {
+	mutation := newJSONMutation(c.config, OpUpdateOne, withJsonID(id))
+	return &JSONUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for Json.
+func (c *JSONClient) Delete() *JSONDelete {
+	mutation := newJSONMutation(c.config, OpDelete)
+	return &JSONDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *JSONClient) DeleteOne(_m *Json) *JSONDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *JSONClient) DeleteOneID(id int64) *JSONDeleteOne {
+	builder := c.Delete().Where(json.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &JSONDeleteOne{builder}
+}
+
+// Query returns a query builder for Json.
+func (c *JSONClient) Query() *JSONQuery {
+	return &JSONQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeJSON},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a Json entity by its id.
+func (c *JSONClient) Get(ctx context.Context, id int64) (*Json, error) {
+	return c.Query().Where(json.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *JSONClient) GetX(ctx context.Context, id int64) *Json {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryPrev queries the prev edge of a Json.
+func (c *JSONClient) QueryPrev(_m *Json) *RootQuery {
+	query := (&RootClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(json.Table, json.FieldID, id),
+			sqlgraph.To(root.Table, root.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, true, json.PrevTable, json.PrevColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// QueryNext queries the next edge of a Json.
+func (c *JSONClient) QueryNext(_m *Json) *StrconvQuery {
+	query := (&StrconvClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(json.Table, json.FieldID, id),
+			sqlgraph.To(strconv.Table, strconv.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, json.NextTable, json.NextColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *JSONClient) Hooks() []Hook {
+	return c.hooks.Json
+}
+
+// Interceptors returns the client interceptors.
+func (c *JSONClient) Interceptors() []Interceptor {
+	return c.inters.Json
+}
+
+func (c *JSONClient) mutate(ctx context.Context, m *JSONMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&JSONCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&JSONUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&JSONUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&JSONDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown Json mutation op: %q", m.Op())
+	}
+}
+
+// MutatorsClient is a client for the Mutators schema.
+type MutatorsClient struct {
+	config
+}
+
+// NewMutatorsClient returns a client for the Mutators from the given config.
+func NewMutatorsClient(c config) *MutatorsClient {
+	return &MutatorsClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `mutators.Hooks(f(g(h())))`.
+func (c *MutatorsClient) Use(hooks ...Hook) {
+	c.hooks.Mutators = append(c.hooks.Mutators, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `mutators.Intercept(f(g(h())))`.
+func (c *MutatorsClient) Intercept(interceptors ...Interceptor) {
+	c.inters.Mutators = append(c.inters.Mutators, interceptors...)
+}
+
+// Create returns a builder for creating a Mutators entity.
+func (c *MutatorsClient) Create() *MutatorsCreate {
+	mutation := newMutatorsMutation(c.config, OpCreate)
+	return &MutatorsCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of Mutators entities.
+func (c *MutatorsClient) CreateBulk(builders ...*MutatorsCreate) *MutatorsCreateBulk {
+	return &MutatorsCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *MutatorsClient) MapCreateBulk(slice any, setFunc func(*MutatorsCreate, int)) *MutatorsCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &MutatorsCreateBulk{err: fmt.Errorf("calling to MutatorsClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*MutatorsCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &MutatorsCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for Mutators.
+func (c *MutatorsClient) Update() *MutatorsUpdate {
+	mutation := newMutatorsMutation(c.config, OpUpdate)
+	return &MutatorsUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *MutatorsClient) UpdateOne(_m *Mutators) *MutatorsUpdateOne {
+	mutation := newMutatorsMutation(c.config, OpUpdateOne, withMutators(_m))
+	return &MutatorsUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *MutatorsClient) UpdateOneID(id int64) *MutatorsUpdateOne {
+	mutation := newMutatorsMutation(c.config, OpUpdateOne, withMutatorsID(id))
+	return &MutatorsUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for Mutators.
+func (c *MutatorsClient) Delete() *MutatorsDelete {
+	mutation := newMutatorsMutation(c.config, OpDelete)
+	return &MutatorsDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *MutatorsClient) DeleteOne(_m *Mutators) *MutatorsDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *MutatorsClient) DeleteOneID(id int64) *MutatorsDeleteOne {
+	builder := c.Delete().Where(mutators.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &MutatorsDeleteOne{builder}
+}
+
+// Query returns a query builder for Mutators.
+func (c *MutatorsClient) Query() *MutatorsQuery {
+	return &MutatorsQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeMutators},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a Mutators entity by its id.
+func (c *MutatorsClient) Get(ctx context.Context, id int64) (*Mutators, error) {
+	return c.Query().Where(mutators.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *MutatorsClient) GetX(ctx context.Context, id int64) *Mutators {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryPrev queries the prev edge of a Mutators.
+func (c *MutatorsClient) QueryPrev(_m *Mutators) *NodeQuery {
+	query := (&NodeClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(mutators.Table, mutators.FieldID, id),
+			sqlgraph.To(node.Table, node.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, true, mutators.PrevTable, mutators.PrevColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// QueryNext queries the next edge of a Mutators.
+func (c *MutatorsClient) QueryNext(_m *Mutators) *RootQuery {
+	query := (&RootClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(mutators.Table, mutators.FieldID, id),
+			sqlgraph.To(root.Table, root.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, mutators.NextTable, mutators.NextColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *MutatorsClient) Hooks() []Hook {
+	return c.hooks.Mutators
+}
+
+// Interceptors returns the client interceptors.
+func (c *MutatorsClient) Interceptors() []Interceptor {
+	return c.inters.Mutators
+}
+
+func (c *MutatorsClient) mutate(ctx context.Context, m *MutatorsMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&MutatorsCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&MutatorsUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&MutatorsUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&MutatorsDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown Mutators mutation op: %q", m.Op())
+	}
+}
+
+// NodeClient is a client for the Node schema.
+type NodeClient struct {
+	config
+}
+
+// NewNodeClient returns a client for the Node from the given config.
+func NewNodeClient(c config) *NodeClient {
+	return &NodeClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `node.Hooks(f(g(h())))`.
+func (c *NodeClient) Use(hooks ...Hook) {
+	c.hooks.Node = append(c.hooks.Node, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `node.Intercept(f(g(h())))`.
+func (c *NodeClient) Intercept(interceptors ...Interceptor) {
+	c.inters.Node = append(c.inters.Node, interceptors...)
+}
+
+// Create returns a builder for creating a Node entity.
+func (c *NodeClient) Create() *NodeCreate {
+	mutation := newNodeMutation(c.config, OpCreate)
+	return &NodeCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of Node entities.
+func (c *NodeClient) CreateBulk(builders ...*NodeCreate) *NodeCreateBulk {
+	return &NodeCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *NodeClient) MapCreateBulk(slice any, setFunc func(*NodeCreate, int)) *NodeCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &NodeCreateBulk{err: fmt.Errorf("calling to NodeClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*NodeCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &NodeCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for Node.
+func (c *NodeClient) Update() *NodeUpdate {
+	mutation := newNodeMutation(c.config, OpUpdate)
+	return &NodeUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *NodeClient) UpdateOne(_m *Node) *NodeUpdateOne {
+	mutation := newNodeMutation(c.config, OpUpdateOne, withNode(_m))
+	return &NodeUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *NodeClient) UpdateOneID(id int64) *NodeUpdateOne {
+	mutation := newNodeMutation(c.config, OpUpdateOne, withNodeID(id))
+	return &NodeUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for Node.
+func (c *NodeClient) Delete() *NodeDelete {
+	mutation := newNodeMutation(c.config, OpDelete)
+	return &NodeDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *NodeClient) DeleteOne(_m *Node) *NodeDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *NodeClient) DeleteOneID(id int64) *NodeDeleteOne {
+	builder := c.Delete().Where(node.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &NodeDeleteOne{builder}
+}
+
+// Query returns a query builder for Node.
+func (c *NodeClient) Query() *NodeQuery {
+	return &NodeQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeNode},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a Node entity by its id.
+func (c *NodeClient) Get(ctx context.Context, id int64) (*Node, error) {
+	return c.Query().Where(node.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *NodeClient) GetX(ctx context.Context, id int64) *Node {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryPrev queries the prev edge of a Node.
+func (c *NodeClient) QueryPrev(_m *Node) *SpecQuery {
+	query := (&SpecClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(node.Table, node.FieldID, id),
+			sqlgraph.To(spec.Table, spec.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, true, node.PrevTable, node.PrevColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// QueryNext queries the next edge of a Node.
+func (c *NodeClient) QueryNext(_m *Node) *MutatorsQuery {
+	query := (&MutatorsClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(node.Table, node.FieldID, id),
+			sqlgraph.To(mutators.Table, mutators.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, node.NextTable, node.NextColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *NodeClient) Hooks() []Hook {
+	return c.hooks.Node
+}
+
+// Interceptors returns the client interceptors.
+func (c *NodeClient) Interceptors() []Interceptor {
+	return c.inters.Node
+}
+
+func (c *NodeClient) mutate(ctx context.Context, m *NodeMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&NodeCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&NodeUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&NodeUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&NodeDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown Node mutation op: %q", m.Op())
 	}
 }
 
@@ -648,6 +1359,485 @@ func (c *PlainClient) mutate(ctx context.Context, m *PlainMutation) (Value, erro
 	}
 }
 
+// RootClient is a client for the Root schema.
+type RootClient struct {
+	config
+}
+
+// NewRootClient returns a client for the Root from the given config.
+func NewRootClient(c config) *RootClient {
+	return &RootClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `root.Hooks(f(g(h())))`.
+func (c *RootClient) Use(hooks ...Hook) {
+	c.hooks.Root = append(c.hooks.Root, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `root.Intercept(f(g(h())))`.
+func (c *RootClient) Intercept(interceptors ...Interceptor) {
+	c.inters.Root = append(c.inters.Root, interceptors...)
+}
+
+// Create returns a builder for creating a Root entity.
+func (c *RootClient) Create() *RootCreate {
+	mutation := newRootMutation(c.config, OpCreate)
+	return &RootCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of Root entities.
+func (c *RootClient) CreateBulk(builders ...*RootCreate) *RootCreateBulk {
+	return &RootCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *RootClient) MapCreateBulk(slice any, setFunc func(*RootCreate, int)) *RootCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &RootCreateBulk{err: fmt.Errorf("calling to RootClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*RootCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &RootCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for Root.
+func (c *RootClient) Update() *RootUpdate {
+	mutation := newRootMutation(c.config, OpUpdate)
+	return &RootUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *RootClient) UpdateOne(_m *Root) *RootUpdateOne {
+	mutation := newRootMutation(c.config, OpUpdateOne, withRoot(_m))
+	return &RootUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *RootClient) UpdateOneID(id int64) *RootUpdateOne {
+	mutation := newRootMutation(c.config, OpUpdateOne, withRootID(id))
+	return &RootUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for Root.
+func (c *RootClient) Delete() *RootDelete {
+	mutation := newRootMutation(c.config, OpDelete)
+	return &RootDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *RootClient) DeleteOne(_m *Root) *RootDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *RootClient) DeleteOneID(id int64) *RootDeleteOne {
+	builder := c.Delete().Where(root.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &RootDeleteOne{builder}
+}
+
+// Query returns a query builder for Root.
+func (c *RootClient) Query() *RootQuery {
+	return &RootQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeRoot},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a Root entity by its id.
+func (c *RootClient) Get(ctx context.Context, id int64) (*Root, error) {
+	return c.Query().Where(root.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *RootClient) GetX(ctx context.Context, id int64) *Root {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryPrev queries the prev edge of a Root.
+func (c *RootClient) QueryPrev(_m *Root) *MutatorsQuery {
+	query := (&MutatorsClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(root.Table, root.FieldID, id),
+			sqlgraph.To(mutators.Table, mutators.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, true, root.PrevTable, root.PrevColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// QueryNext queries the next edge of a Root.
+func (c *RootClient) QueryNext(_m *Root) *JSONQuery {
+	query := (&JSONClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(root.Table, root.FieldID, id),
+			sqlgraph.To(json.Table, json.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, root.NextTable, root.NextColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *RootClient) Hooks() []Hook {
+	return c.hooks.Root
+}
+
+// Interceptors returns the client interceptors.
+func (c *RootClient) Interceptors() []Interceptor {
+	return c.inters.Root
+}
+
+func (c *RootClient) mutate(ctx context.Context, m *RootMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&RootCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&RootUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&RootUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&RootDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown Root mutation op: %q", m.Op())
+	}
+}
+
+// SpecClient is a client for the Spec schema.
+type SpecClient struct {
+	config
+}
+
+// NewSpecClient returns a client for the Spec from the given config.
+func NewSpecClient(c config) *SpecClient {
+	return &SpecClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `spec.Hooks(f(g(h())))`.
+func (c *SpecClient) Use(hooks ...Hook) {
+	c.hooks.Spec = append(c.hooks.Spec, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `spec.Intercept(f(g(h())))`.
+func (c *SpecClient) Intercept(interceptors ...Interceptor) {
+	c.inters.Spec = append(c.inters.Spec, interceptors...)
+}
+
+// Create returns a builder for creating a Spec entity.
+func (c *SpecClient) Create() *SpecCreate {
+	mutation := newSpecMutation(c.config, OpCreate)
+	return &SpecCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of Spec entities.
+func (c *SpecClient) CreateBulk(builders ...*SpecCreate) *SpecCreateBulk {
+	return &SpecCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *SpecClient) MapCreateBulk(slice any, setFunc func(*SpecCreate, int)) *SpecCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &SpecCreateBulk{err: fmt.Errorf("calling to SpecClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*SpecCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &SpecCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for Spec.
+func (c *SpecClient) Update() *SpecUpdate {
+	mutation := newSpecMutation(c.config, OpUpdate)
+	return &SpecUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *SpecClient) UpdateOne(_m *Spec) *SpecUpdateOne {
+	mutation := newSpecMutation(c.config, OpUpdateOne, withSpec(_m))
+	return &SpecUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *SpecClient) UpdateOneID(id int64) *SpecUpdateOne {
+	mutation := newSpecMutation(c.config, OpUpdateOne, withSpecID(id))
+	return &SpecUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for Spec.
+func (c *SpecClient) Delete() *SpecDelete {
+	mutation := newSpecMutation(c.config, OpDelete)
+	return &SpecDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *SpecClient) DeleteOne(_m *Spec) *SpecDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *SpecClient) DeleteOneID(id int64) *SpecDeleteOne {
+	builder := c.Delete().Where(spec.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &SpecDeleteOne{builder}
+}
+
+// Query returns a query builder for Spec.
+func (c *SpecClient) Query() *SpecQuery {
+	return &SpecQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeSpec},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a Spec entity by its id.
+func (c *SpecClient) Get(ctx context.Context, id int64) (*Spec, error) {
+	return c.Query().Where(spec.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *SpecClient) GetX(ctx context.Context, id int64) *Spec {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryPrev queries the prev edge of a Spec.
+func (c *SpecClient) QueryPrev(_m *Spec) *BuilderQuery {
+	query := (&BuilderClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(spec.Table, spec.FieldID, id),
+			sqlgraph.To(builder.Table, builder.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, true, spec.PrevTable, spec.PrevColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// QueryNext queries the next edge of a Spec.
+func (c *SpecClient) QueryNext(_m *Spec) *NodeQuery {
+	query := (&NodeClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(spec.Table, spec.FieldID, id),
+			sqlgraph.To(node.Table, node.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, spec.NextTable, spec.NextColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *SpecClient) Hooks() []Hook {
+	return c.hooks.Spec
+}
+
+// Interceptors returns the client interceptors.
+func (c *SpecClient) Interceptors() []Interceptor {
+	return c.inters.Spec
+}
+
+func (c *SpecClient) mutate(ctx context.Context, m *SpecMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&SpecCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&SpecUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&SpecUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&SpecDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown Spec mutation op: %q", m.Op())
+	}
+}
+
+// StrconvClient is a client for the Strconv schema.
+type StrconvClient struct {
+	config
+}
+
+// NewStrconvClient returns a client for the Strconv from the given config.
+func NewStrconvClient(c config) *StrconvClient {
+	return &StrconvClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `strconv.Hooks(f(g(h())))`.
+func (c *StrconvClient) Use(hooks ...Hook) {
+	c.hooks.Strconv = append(c.hooks.Strconv, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `strconv.Intercept(f(g(h())))`.
+func (c *StrconvClient) Intercept(interceptors ...Interceptor) {
+	c.inters.Strconv = append(c.inters.Strconv, interceptors...)
+}
+
+// Create returns a builder for creating a Strconv entity.
+func (c *StrconvClient) Create() *StrconvCreate {
+	mutation := newStrconvMutation(c.config, OpCreate)
+	return &StrconvCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of Strconv entities.
+func (c *StrconvClient) CreateBulk(builders ...*StrconvCreate) *StrconvCreateBulk {
+	return &StrconvCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *StrconvClient) MapCreateBulk(slice any, setFunc func(*StrconvCreate, int)) *StrconvCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &StrconvCreateBulk{err: fmt.Errorf("calling to StrconvClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*StrconvCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &StrconvCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for Strconv.
+func (c *StrconvClient) Update() *StrconvUpdate {
+	mutation := newStrconvMutation(c.config, OpUpdate)
+	return &StrconvUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *StrconvClient) UpdateOne(_m *Strconv) *StrconvUpdateOne {
+	mutation := newStrconvMutation(c.config, OpUpdateOne, withStrconv(_m))
+	return &StrconvUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *StrconvClient) UpdateOneID(id int64) *StrconvUpdateOne {
+	mutation := newStrconvMutation(c.config, OpUpdateOne, withStrconvID(id))
+	return &StrconvUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for Strconv.
+func (c *StrconvClient) Delete() *StrconvDelete {
+	mutation := newStrconvMutation(c.config, OpDelete)
+	return &StrconvDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *StrconvClient) DeleteOne(_m *Strconv) *StrconvDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *StrconvClient) DeleteOneID(id int64) *StrconvDeleteOne {
+	builder := c.Delete().Where(strconv.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &StrconvDeleteOne{builder}
+}
+
+// Query returns a query builder for Strconv.
+func (c *StrconvClient) Query() *StrconvQuery {
+	return &StrconvQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeStrconv},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a Strconv entity by its id.
+func (c *StrconvClient) Get(ctx context.Context, id int64) (*Strconv, error) {
+	return c.Query().Where(strconv.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *StrconvClient) GetX(ctx context.Context, id int64) *Strconv {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryPrev queries the prev edge of a Strconv.
+func (c *StrconvClient) QueryPrev(_m *Strconv) *JSONQuery {
+	query := (&JSONClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(strconv.Table, strconv.FieldID, id),
+			sqlgraph.To(json.Table, json.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, true, strconv.PrevTable, strconv.PrevColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *StrconvClient) Hooks() []Hook {
+	return c.hooks.Strconv
+}
+
+// Interceptors returns the client interceptors.
+func (c *StrconvClient) Interceptors() []Interceptor {
+	return c.inters.Strconv
+}
+
+func (c *StrconvClient) mutate(ctx context.Context, m *StrconvMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&StrconvCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&StrconvUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&StrconvUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&StrconvDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown Strconv mutation op: %q", m.Op())
+	}
+}
+
 // WidgetClient is a client for the Widget schema.
 type WidgetClient struct {
 	config
@@ -800,9 +1990,11 @@ func (c *WidgetClient) mutate(ctx context.Context, m *WidgetMutation) (Value, er
 // hooks and interceptors per client, for fast access.
 type (
 	hooks struct {
-		Doc, Part, Plain, Widget []ent.Hook
+		Builder, Doc, Json, Mutators, Node, Part, Plain, Root, Spec, Strconv,
+		Widget []ent.Hook
 	}
 	inters struct {
-		Doc, Part, Plain, Widget []ent.Interceptor
+		Builder, Doc, Json, Mutators, Node, Part, Plain, Root, Spec, Strconv,
+		Widget []ent.Interceptor
 	}
 )

@@ -100,7 +100,7 @@ func (_c *DocCreate) createSpec() (*Doc, *sqlgraph.CreateSpec) {
 	)
 	_spec.OnConflict = _c.conflict
 	if n := len(_spec.OnConflict); n > 0 {
-		_spec.OnConflict = append(_spec.OnConflict[:n:n], entflakeKeepID(doc.FieldID))
+		_spec.OnConflict = append(_spec.OnConflict[:n:n], entflakeKeepID("id"))
 	}
 	if id, ok := _c.mutation.ID(); ok {
 		_node.ID = id
@@ -305,7 +305,7 @@ func (_c *DocCreateBulk) Save(ctx context.Context) ([]*Doc, error) {
 					spec := &sqlgraph.BatchCreateSpec{Nodes: specs}
 					spec.OnConflict = _c.conflict
 					if n := len(spec.OnConflict); n > 0 {
-						spec.OnConflict = append(spec.OnConflict[:n:n], entflakeKeepID(doc.FieldID))
+						spec.OnConflict = append(spec.OnConflict[:n:n], entflakeKeepID("id"))
 					}
 					entflakeKeepBatchIDs(_c.driver.Dialect(), spec)
 					// Invoke the actual operation on the latest mutation in the chain.

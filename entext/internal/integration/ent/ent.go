@@ -12,9 +12,16 @@ import (
 	"entgo.io/ent"
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
+	"github.com/entflake/entflake/entext/internal/integration/ent/builder"
 	"github.com/entflake/entflake/entext/internal/integration/ent/doc"
+	"github.com/entflake/entflake/entext/internal/integration/ent/json"
+	"github.com/entflake/entflake/entext/internal/integration/ent/mutators"
+	"github.com/entflake/entflake/entext/internal/integration/ent/node"
 	"github.com/entflake/entflake/entext/internal/integration/ent/part"
 	"github.com/entflake/entflake/entext/internal/integration/ent/plain"
+	"github.com/entflake/entflake/entext/internal/integration/ent/root"
+	"github.com/entflake/entflake/entext/internal/integration/ent/spec"
+	"github.com/entflake/entflake/entext/internal/integration/ent/strconv"
 	"github.com/entflake/entflake/entext/internal/integration/ent/widget"
 )
 
@@ -76,10 +83,17 @@ var (
 func checkColumn(t, c string) error {
 	initCheck.Do(func() {
 		columnCheck = sql.NewColumnCheck(map[string]func(string) bool{
-			doc.Table:    doc.ValidColumn,
-			part.Table:   part.ValidColumn,
-			plain.Table:  plain.ValidColumn,
-			widget.Table: widget.ValidColumn,
+			builder.Table:  builder.ValidColumn,
+			doc.Table:      doc.ValidColumn,
+			json.Table:     json.ValidColumn,
+			mutators.Table: mutators.ValidColumn,
+			node.Table:     node.ValidColumn,
+			part.Table:     part.ValidColumn,
+			plain.Table:    plain.ValidColumn,
+			root.Table:     root.ValidColumn,
+			spec.Table:     spec.ValidColumn,
+			strconv.Table:  strconv.ValidColumn,
+			widget.Table:   widget.ValidColumn,
 		})
 	})
 	return columnCheck(t, c)

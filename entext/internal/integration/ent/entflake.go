@@ -4,6 +4,7 @@ package ent
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"entgo.io/ent"
@@ -13,13 +14,10 @@ import (
 	"entgo.io/ent/schema/field"
 
 	"github.com/entflake/entflake"
-	"github.com/entflake/entflake/entext/internal/integration/ent/doc"
-	"github.com/entflake/entflake/entext/internal/integration/ent/part"
-	"github.com/entflake/entflake/entext/internal/integration/ent/widget"
 )
 
 // IDGenerator gives the client the entflake generator that assigns the
-// snowflake IDs of the entity types with the SnowflakeID mixin (Doc, Part, Widget).
+// snowflake IDs of the entity types with the SnowflakeID mixin (Builder, Doc, Json, Mutators, Node, Part, Root, Spec, Strconv, Widget).
 // Open the generator once, on the same driver, before the client:
 //
 //	drv, err := sql.Open(dialect.MySQL, dsn)
@@ -39,30 +37,22 @@ func IDGenerator(g *entflake.Generator) Option {
 // that must exist before its row: take it before the first statement of a
 // transaction. It touches no database.
 func (c *Client) NextID() (int64, error) {
-	return c.config.entflakeNextID()
+	return entflakeNextID(&c.config)
 }
 
 // NextID returns a new snowflake ID from the client's generator. It does not
 // depend on the transaction: a rollback leaves only a gap.
 func (tx *Tx) NextID() (int64, error) {
-	return tx.config.entflakeNextID()
+	return entflakeNextID(&tx.config)
 }
 
-func (c config) entflakeNextID() (int64, error) {
+// entflakeNextID returns a new snowflake ID from the generator of a client's
+// configuration.
+func entflakeNextID(c *config) (int64, error) {
 	if c.entflake == nil {
 		return 0, fmt.Errorf("ent: %w: pass ent.IDGenerator(gen) to ent.NewClient, with gen from entflake.Open", entflake.ErrNoGenerator)
 	}
 	return c.entflake.NextID()
-}
-
-// entflakeMutation is a create mutation of an entity type with the
-// SnowflakeID mixin.
-type entflakeMutation interface {
-	ent.Mutation
-	ID() (int64, bool)
-	SetID(int64)
-	entflakeNextID() (int64, error)
-	entflakeStored(context.Context, ent.Value, int64) error
 }
 
 // entflakeIDs is the hook, registered on every client for the entity types
@@ -74,24 +64,130 @@ func entflakeIDs(next ent.Mutator) ent.Mutator {
 		if !m.Op().Is(ent.OpCreate) {
 			return next.Mutate(ctx, m)
 		}
-		em, ok := m.(entflakeMutation)
-		if !ok {
+		c, ok := entflakeConfig(m)
+		em, isID := m.(interface {
+			ID() (int64, bool)
+			SetID(int64)
+		})
+		if !ok || !isID {
 			return nil, fmt.Errorf("ent: entflake: unexpected mutation %T", m)
 		}
 		id, set := em.ID()
 		if !set {
 			var err error
-			if id, err = em.entflakeNextID(); err != nil {
+			if id, err = entflakeNextID(c); err != nil {
 				return nil, err
 			}
 			em.SetID(id)
 		}
 		v, err := next.Mutate(ctx, m)
-		if err != nil {
+		if err != nil || c.driver.Dialect() != dialect.MySQL {
 			return v, err
 		}
-		return v, em.entflakeStored(ctx, v, id)
+		return v, entflakeReadBack(ctx, c, v, id)
 	})
+}
+
+// entflakeConfig returns the client configuration of a mutation of an
+// entity type with the SnowflakeID mixin.
+func entflakeConfig(m ent.Mutation) (*config, bool) {
+	switch m := m.(type) {
+	case *BuilderMutation:
+		return &m.config, true
+	case *DocMutation:
+		return &m.config, true
+	case *JSONMutation:
+		return &m.config, true
+	case *MutatorsMutation:
+		return &m.config, true
+	case *NodeMutation:
+		return &m.config, true
+	case *PartMutation:
+		return &m.config, true
+	case *RootMutation:
+		return &m.config, true
+	case *SpecMutation:
+		return &m.config, true
+	case *StrconvMutation:
+		return &m.config, true
+	case *WidgetMutation:
+		return &m.config, true
+	}
+	return nil, false
+}
+
+// entflakeReadBack makes an entity created on MySQL report the id it is
+// stored with. An upsert there, which has no RETURNING, reads the id from
+// LAST_INSERT_ID: the conflict clause sets it to the stored row's id when
+// the upsert updates a row, but an INSERT of a given id leaves it 0. A row
+// with the id given exists only if the upsert inserted it; otherwise the
+// id stays 0, as ent leaves it (DoNothing, which MySQL lacks).
+func entflakeReadBack(ctx context.Context, c *config, v ent.Value, id int64) error {
+	var (
+		stored   *int64
+		name     string
+		inserted bool
+		err      error
+	)
+	switch e := v.(type) {
+	case *Builder:
+		if e != nil && e.ID == 0 {
+			stored, name = &e.ID, "Builder"
+			inserted, err = NewBuilderClient(*c).Query().Where(sql.FieldEQ("id", id)).Exist(ctx)
+		}
+	case *Doc:
+		if e != nil && e.ID == 0 {
+			stored, name = &e.ID, "Doc"
+			inserted, err = NewDocClient(*c).Query().Where(sql.FieldEQ("id", id)).Exist(ctx)
+		}
+	case *Json:
+		if e != nil && e.ID == 0 {
+			stored, name = &e.ID, "Json"
+			inserted, err = NewJSONClient(*c).Query().Where(sql.FieldEQ("id", id)).Exist(ctx)
+		}
+	case *Mutators:
+		if e != nil && e.ID == 0 {
+			stored, name = &e.ID, "Mutators"
+			inserted, err = NewMutatorsClient(*c).Query().Where(sql.FieldEQ("id", id)).Exist(ctx)
+		}
+	case *Node:
+		if e != nil && e.ID == 0 {
+			stored, name = &e.ID, "Node"
+			inserted, err = NewNodeClient(*c).Query().Where(sql.FieldEQ("id", id)).Exist(ctx)
+		}
+	case *Part:
+		if e != nil && e.ID == 0 {
+			stored, name = &e.ID, "Part"
+			inserted, err = NewPartClient(*c).Query().Where(sql.FieldEQ("id", id)).Exist(ctx)
+		}
+	case *Root:
+		if e != nil && e.ID == 0 {
+			stored, name = &e.ID, "Root"
+			inserted, err = NewRootClient(*c).Query().Where(sql.FieldEQ("id", id)).Exist(ctx)
+		}
+	case *Spec:
+		if e != nil && e.ID == 0 {
+			stored, name = &e.ID, "Spec"
+			inserted, err = NewSpecClient(*c).Query().Where(sql.FieldEQ("id", id)).Exist(ctx)
+		}
+	case *Strconv:
+		if e != nil && e.ID == 0 {
+			stored, name = &e.ID, "Strconv"
+			inserted, err = NewStrconvClient(*c).Query().Where(sql.FieldEQ("id", id)).Exist(ctx)
+		}
+	case *Widget:
+		if e != nil && e.ID == 0 {
+			stored, name = &e.ID, "Widget"
+			inserted, err = NewWidgetClient(*c).Query().Where(sql.FieldEQ("id", id)).Exist(ctx)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("ent: entflake: read back the id of an upserted %s: %w", name, err)
+	}
+	if inserted {
+		*stored = id
+	}
+	return nil
 }
 
 // entflakeKeepID is added to the conflict options of every upsert of an
@@ -114,76 +210,42 @@ func entflakeKeepID(column string) sql.ConflictOption {
 // AUTO_INCREMENT ids, and writes the foreign keys of edges with those
 // numbers; these ids were given before the INSERT. sqlgraph reads
 // LAST_INSERT_ID only for a numeric id type.
-func entflakeKeepBatchIDs(d string, spec *sqlgraph.BatchCreateSpec) {
+func entflakeKeepBatchIDs(d string, batch *sqlgraph.BatchCreateSpec) {
 	if d != dialect.MySQL {
 		return
 	}
-	for _, node := range spec.Nodes {
-		if node.ID != nil && node.ID.Value != nil {
-			node.ID.Type = field.TypeOther
+	for _, n := range batch.Nodes {
+		if n.ID != nil && n.ID.Value != nil {
+			n.ID.Type = field.TypeOther
 		}
 	}
 }
 
-// entflakeStored makes a created Doc report the id it is stored
-// with. An upsert on MySQL, which has no RETURNING, reads the id from
-// LAST_INSERT_ID: the conflict clause sets it to the stored row's id when
-// the upsert updates a row, but an INSERT of a given id leaves it 0. A row
-// with the id given exists only if the upsert inserted it; otherwise the
-// id stays 0, as ent leaves it (DoNothing, which MySQL lacks).
-func (m *DocMutation) entflakeStored(ctx context.Context, v ent.Value, id int64) error {
-	node, ok := v.(*Doc)
-	if !ok || node.ID != 0 || m.driver.Dialect() != dialect.MySQL {
+// entflakeJSONID decodes, into the id it points to, an id given as a JSON
+// string or as a JSON number, for the UnmarshalJSON of the entity types with
+// SnowflakeID{JSONString: true}. A null leaves the id as it is.
+type entflakeJSONID struct {
+	id   *int64
+	name string // Type.id, for errors
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (j entflakeJSONID) UnmarshalJSON(data []byte) error {
+	if string(data) == "null" {
 		return nil
 	}
-	inserted, err := m.Client().Doc.Query().Where(doc.ID(id)).Exist(ctx)
-	if err != nil {
-		return fmt.Errorf("ent: entflake: read back the id of an upserted Doc: %w", err)
+	var n json.Number
+	err := json.Unmarshal(data, &n)
+	if err == nil {
+		*j.id, err = n.Int64()
 	}
-	if inserted {
-		node.ID = id
+	if err != nil {
+		return fmt.Errorf("ent: %s: %s is not an int64", j.name, data)
 	}
 	return nil
 }
 
-// entflakeStored makes a created Part report the id it is stored
-// with. An upsert on MySQL, which has no RETURNING, reads the id from
-// LAST_INSERT_ID: the conflict clause sets it to the stored row's id when
-// the upsert updates a row, but an INSERT of a given id leaves it 0. A row
-// with the id given exists only if the upsert inserted it; otherwise the
-// id stays 0, as ent leaves it (DoNothing, which MySQL lacks).
-func (m *PartMutation) entflakeStored(ctx context.Context, v ent.Value, id int64) error {
-	node, ok := v.(*Part)
-	if !ok || node.ID != 0 || m.driver.Dialect() != dialect.MySQL {
-		return nil
-	}
-	inserted, err := m.Client().Part.Query().Where(part.ID(id)).Exist(ctx)
-	if err != nil {
-		return fmt.Errorf("ent: entflake: read back the id of an upserted Part: %w", err)
-	}
-	if inserted {
-		node.ID = id
-	}
-	return nil
-}
-
-// entflakeStored makes a created Widget report the id it is stored
-// with. An upsert on MySQL, which has no RETURNING, reads the id from
-// LAST_INSERT_ID: the conflict clause sets it to the stored row's id when
-// the upsert updates a row, but an INSERT of a given id leaves it 0. A row
-// with the id given exists only if the upsert inserted it; otherwise the
-// id stays 0, as ent leaves it (DoNothing, which MySQL lacks).
-func (m *WidgetMutation) entflakeStored(ctx context.Context, v ent.Value, id int64) error {
-	node, ok := v.(*Widget)
-	if !ok || node.ID != 0 || m.driver.Dialect() != dialect.MySQL {
-		return nil
-	}
-	inserted, err := m.Client().Widget.Query().Where(widget.ID(id)).Exist(ctx)
-	if err != nil {
-		return fmt.Errorf("ent: entflake: read back the id of an upserted Widget: %w", err)
-	}
-	if inserted {
-		node.ID = id
-	}
-	return nil
-}
+// entflakeUnmarshalJSON is json.Unmarshal, for the UnmarshalJSON of the
+// entity types with SnowflakeID{JSONString: true}, which cannot name the
+// package json: an entity type may be named Json.
+func entflakeUnmarshalJSON(data []byte, v any) error { return json.Unmarshal(data, v) }

@@ -10,10 +10,17 @@ import (
 
 	"entgo.io/ent"
 	"entgo.io/ent/dialect/sql"
+	"github.com/entflake/entflake/entext/internal/integration/ent/builder"
 	"github.com/entflake/entflake/entext/internal/integration/ent/doc"
+	"github.com/entflake/entflake/entext/internal/integration/ent/json"
+	"github.com/entflake/entflake/entext/internal/integration/ent/mutators"
+	"github.com/entflake/entflake/entext/internal/integration/ent/node"
 	"github.com/entflake/entflake/entext/internal/integration/ent/part"
 	"github.com/entflake/entflake/entext/internal/integration/ent/plain"
 	"github.com/entflake/entflake/entext/internal/integration/ent/predicate"
+	"github.com/entflake/entflake/entext/internal/integration/ent/root"
+	"github.com/entflake/entflake/entext/internal/integration/ent/spec"
+	"github.com/entflake/entflake/entext/internal/integration/ent/strconv"
 	"github.com/entflake/entflake/entext/internal/integration/ent/widget"
 )
 
@@ -26,11 +33,443 @@ const (
 	OpUpdateOne = ent.OpUpdateOne
 
 	// Node types.
-	TypeDoc    = "Doc"
-	TypePart   = "Part"
-	TypePlain  = "Plain"
-	TypeWidget = "Widget"
+	TypeBuilder  = "Builder"
+	TypeDoc      = "Doc"
+	TypeJSON     = "Json"
+	TypeMutators = "Mutators"
+	TypeNode     = "Node"
+	TypePart     = "Part"
+	TypePlain    = "Plain"
+	TypeRoot     = "Root"
+	TypeSpec     = "Spec"
+	TypeStrconv  = "Strconv"
+	TypeWidget   = "Widget"
 )
+
+// BuilderMutation represents an operation that mutates the Builder nodes in the graph.
+type BuilderMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *int64
+	name          *string
+	clearedFields map[string]struct{}
+	next          map[int64]struct{}
+	removednext   map[int64]struct{}
+	clearednext   bool
+	done          bool
+	oldValue      func(context.Context) (*Builder, error)
+	predicates    []predicate.Builder
+}
+
+var _ ent.Mutation = (*BuilderMutation)(nil)
+
+// builderOption allows management of the mutation configuration using functional options.
+type builderOption func(*BuilderMutation)
+
+// newBuilderMutation creates new mutation for the Builder entity.
+func newBuilderMutation(c config, op Op, opts ...builderOption) *BuilderMutation {
+	m := &BuilderMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeBuilder,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withBuilderID sets the ID field of the mutation.
+func withBuilderID(id int64) builderOption {
+	return func(m *BuilderMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *Builder
+		)
+		m.oldValue = func(ctx context.Context) (*Builder, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().Builder.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withBuilder sets the old Builder of the mutation.
+func withBuilder(node *Builder) builderOption {
+	return func(m *BuilderMutation) {
+		m.oldValue = func(context.Context) (*Builder, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m BuilderMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m BuilderMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// SetID sets the value of the id field. Note that this
+// operation is only accepted on creation of Builder entities.
+func (m *BuilderMutation) SetID(id int64) {
+	m.id = &id
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *BuilderMutation) ID() (id int64, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *BuilderMutation) IDs(ctx context.Context) ([]int64, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int64{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().Builder.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetName sets the "name" field.
+func (m *BuilderMutation) SetName(s string) {
+	m.name = &s
+}
+
+// Name returns the value of the "name" field in the mutation.
+func (m *BuilderMutation) Name() (r string, exists bool) {
+	v := m.name
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldName returns the old "name" field's value of the Builder entity.
+// If the Builder object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *BuilderMutation) OldName(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldName is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldName requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldName: %w", err)
+	}
+	return oldValue.Name, nil
+}
+
+// ResetName resets all changes to the "name" field.
+func (m *BuilderMutation) ResetName() {
+	m.name = nil
+}
+
+// AddNextIDs adds the "next" edge to the Spec entity by ids.
+func (m *BuilderMutation) AddNextIDs(ids ...int64) {
+	if m.next == nil {
+		m.next = make(map[int64]struct{})
+	}
+	for i := range ids {
+		m.next[ids[i]] = struct{}{}
+	}
+}
+
+// ClearNext clears the "next" edge to the Spec entity.
+func (m *BuilderMutation) ClearNext() {
+	m.clearednext = true
+}
+
+// NextCleared reports if the "next" edge to the Spec entity was cleared.
+func (m *BuilderMutation) NextCleared() bool {
+	return m.clearednext
+}
+
+// RemoveNextIDs removes the "next" edge to the Spec entity by IDs.
+func (m *BuilderMutation) RemoveNextIDs(ids ...int64) {
+	if m.removednext == nil {
+		m.removednext = make(map[int64]struct{})
+	}
+	for i := range ids {
+		delete(m.next, ids[i])
+		m.removednext[ids[i]] = struct{}{}
+	}
+}
+
+// RemovedNext returns the removed IDs of the "next" edge to the Spec entity.
+func (m *BuilderMutation) RemovedNextIDs() (ids []int64) {
+	for id := range m.removednext {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// NextIDs returns the "next" edge IDs in the mutation.
+func (m *BuilderMutation) NextIDs() (ids []int64) {
+	for id := range m.next {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// ResetNext resets all changes to the "next" edge.
+func (m *BuilderMutation) ResetNext() {
+	m.next = nil
+	m.clearednext = false
+	m.removednext = nil
+}
+
+// Where appends a list predicates to the BuilderMutation builder.
+func (m *BuilderMutation) Where(ps ...predicate.Builder) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the BuilderMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *BuilderMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.Builder, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *BuilderMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *BuilderMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (Builder).
+func (m *BuilderMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *BuilderMutation) Fields() []string {
+	fields := make([]string, 0, 1)
+	if m.name != nil {
+		fields = append(fields, builder.FieldName)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *BuilderMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case builder.FieldName:
+		return m.Name()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *BuilderMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case builder.FieldName:
+		return m.OldName(ctx)
+	}
+	return nil, fmt.Errorf("unknown Builder field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *BuilderMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case builder.FieldName:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetName(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Builder field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *BuilderMutation) AddedFields() []string {
+	return nil
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *BuilderMutation) AddedField(name string) (ent.Value, bool) {
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *BuilderMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	}
+	return fmt.Errorf("unknown Builder numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *BuilderMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *BuilderMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *BuilderMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown Builder nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *BuilderMutation) ResetField(name string) error {
+	switch name {
+	case builder.FieldName:
+		m.ResetName()
+		return nil
+	}
+	return fmt.Errorf("unknown Builder field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *BuilderMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.next != nil {
+		edges = append(edges, builder.EdgeNext)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *BuilderMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case builder.EdgeNext:
+		ids := make([]ent.Value, 0, len(m.next))
+		for id := range m.next {
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *BuilderMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.removednext != nil {
+		edges = append(edges, builder.EdgeNext)
+	}
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *BuilderMutation) RemovedIDs(name string) []ent.Value {
+	switch name {
+	case builder.EdgeNext:
+		ids := make([]ent.Value, 0, len(m.removednext))
+		for id := range m.removednext {
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *BuilderMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.clearednext {
+		edges = append(edges, builder.EdgeNext)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *BuilderMutation) EdgeCleared(name string) bool {
+	switch name {
+	case builder.EdgeNext:
+		return m.clearednext
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *BuilderMutation) ClearEdge(name string) error {
+	switch name {
+	}
+	return fmt.Errorf("unknown Builder unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *BuilderMutation) ResetEdge(name string) error {
+	switch name {
+	case builder.EdgeNext:
+		m.ResetNext()
+		return nil
+	}
+	return fmt.Errorf("unknown Builder edge %s", name)
+}
 
 // DocMutation represents an operation that mutates the Doc nodes in the graph.
 type DocMutation struct {
@@ -362,6 +801,1656 @@ func (m *DocMutation) ClearEdge(name string) error {
 // It returns an error if the edge is not defined in the schema.
 func (m *DocMutation) ResetEdge(name string) error {
 	return fmt.Errorf("unknown Doc edge %s", name)
+}
+
+// JSONMutation represents an operation that mutates the Json nodes in the graph.
+type JSONMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *int64
+	name          *string
+	clearedFields map[string]struct{}
+	prev          *int64
+	clearedprev   bool
+	next          map[int64]struct{}
+	removednext   map[int64]struct{}
+	clearednext   bool
+	done          bool
+	oldValue      func(context.Context) (*Json, error)
+	predicates    []predicate.Json
+}
+
+var _ ent.Mutation = (*JSONMutation)(nil)
+
+// jsonOption allows management of the mutation configuration using functional options.
+type jsonOption func(*JSONMutation)
+
+// newJSONMutation creates new mutation for the Json entity.
+func newJSONMutation(c config, op Op, opts ...jsonOption) *JSONMutation {
+	m := &JSONMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeJSON,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withJsonID sets the ID field of the mutation.
+func withJsonID(id int64) jsonOption {
+	return func(m *JSONMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *Json
+		)
+		m.oldValue = func(ctx context.Context) (*Json, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().Json.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withJson sets the old Json of the mutation.
+func withJson(node *Json) jsonOption {
+	return func(m *JSONMutation) {
+		m.oldValue = func(context.Context) (*Json, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m JSONMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m JSONMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// SetID sets the value of the id field. Note that this
+// operation is only accepted on creation of Json entities.
+func (m *JSONMutation) SetID(id int64) {
+	m.id = &id
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *JSONMutation) ID() (id int64, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *JSONMutation) IDs(ctx context.Context) ([]int64, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int64{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().Json.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetName sets the "name" field.
+func (m *JSONMutation) SetName(s string) {
+	m.name = &s
+}
+
+// Name returns the value of the "name" field in the mutation.
+func (m *JSONMutation) Name() (r string, exists bool) {
+	v := m.name
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldName returns the old "name" field's value of the Json entity.
+// If the Json object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *JSONMutation) OldName(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldName is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldName requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldName: %w", err)
+	}
+	return oldValue.Name, nil
+}
+
+// ResetName resets all changes to the "name" field.
+func (m *JSONMutation) ResetName() {
+	m.name = nil
+}
+
+// SetPrevID sets the "prev_id" field.
+func (m *JSONMutation) SetPrevID(i int64) {
+	m.prev = &i
+}
+
+// PrevID returns the value of the "prev_id" field in the mutation.
+func (m *JSONMutation) PrevID() (r int64, exists bool) {
+	v := m.prev
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldPrevID returns the old "prev_id" field's value of the Json entity.
+// If the Json object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *JSONMutation) OldPrevID(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldPrevID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldPrevID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldPrevID: %w", err)
+	}
+	return oldValue.PrevID, nil
+}
+
+// ClearPrevID clears the value of the "prev_id" field.
+func (m *JSONMutation) ClearPrevID() {
+	m.prev = nil
+	m.clearedFields[json.FieldPrevID] = struct{}{}
+}
+
+// PrevIDCleared returns if the "prev_id" field was cleared in this mutation.
+func (m *JSONMutation) PrevIDCleared() bool {
+	_, ok := m.clearedFields[json.FieldPrevID]
+	return ok
+}
+
+// ResetPrevID resets all changes to the "prev_id" field.
+func (m *JSONMutation) ResetPrevID() {
+	m.prev = nil
+	delete(m.clearedFields, json.FieldPrevID)
+}
+
+// ClearPrev clears the "prev" edge to the Root entity.
+func (m *JSONMutation) ClearPrev() {
+	m.clearedprev = true
+	m.clearedFields[json.FieldPrevID] = struct{}{}
+}
+
+// PrevCleared reports if the "prev" edge to the Root entity was cleared.
+func (m *JSONMutation) PrevCleared() bool {
+	return m.PrevIDCleared() || m.clearedprev
+}
+
+// PrevIDs returns the "prev" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// PrevID instead. It exists only for internal usage by the builders.
+func (m *JSONMutation) PrevIDs() (ids []int64) {
+	if id := m.prev; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetPrev resets all changes to the "prev" edge.
+func (m *JSONMutation) ResetPrev() {
+	m.prev = nil
+	m.clearedprev = false
+}
+
+// AddNextIDs adds the "next" edge to the Strconv entity by ids.
+func (m *JSONMutation) AddNextIDs(ids ...int64) {
+	if m.next == nil {
+		m.next = make(map[int64]struct{})
+	}
+	for i := range ids {
+		m.next[ids[i]] = struct{}{}
+	}
+}
+
+// ClearNext clears the "next" edge to the Strconv entity.
+func (m *JSONMutation) ClearNext() {
+	m.clearednext = true
+}
+
+// NextCleared reports if the "next" edge to the Strconv entity was cleared.
+func (m *JSONMutation) NextCleared() bool {
+	return m.clearednext
+}
+
+// RemoveNextIDs removes the "next" edge to the Strconv entity by IDs.
+func (m *JSONMutation) RemoveNextIDs(ids ...int64) {
+	if m.removednext == nil {
+		m.removednext = make(map[int64]struct{})
+	}
+	for i := range ids {
+		delete(m.next, ids[i])
+		m.removednext[ids[i]] = struct{}{}
+	}
+}
+
+// RemovedNext returns the removed IDs of the "next" edge to the Strconv entity.
+func (m *JSONMutation) RemovedNextIDs() (ids []int64) {
+	for id := range m.removednext {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// NextIDs returns the "next" edge IDs in the mutation.
+func (m *JSONMutation) NextIDs() (ids []int64) {
+	for id := range m.next {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// ResetNext resets all changes to the "next" edge.
+func (m *JSONMutation) ResetNext() {
+	m.next = nil
+	m.clearednext = false
+	m.removednext = nil
+}
+
+// Where appends a list predicates to the JSONMutation builder.
+func (m *JSONMutation) Where(ps ...predicate.Json) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the JSONMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *JSONMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.Json, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *JSONMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *JSONMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (Json).
+func (m *JSONMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *JSONMutation) Fields() []string {
+	fields := make([]string, 0, 2)
+	if m.name != nil {
+		fields = append(fields, json.FieldName)
+	}
+	if m.prev != nil {
+		fields = append(fields, json.FieldPrevID)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *JSONMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case json.FieldName:
+		return m.Name()
+	case json.FieldPrevID:
+		return m.PrevID()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *JSONMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case json.FieldName:
+		return m.OldName(ctx)
+	case json.FieldPrevID:
+		return m.OldPrevID(ctx)
+	}
+	return nil, fmt.Errorf("unknown Json field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *JSONMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case json.FieldName:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetName(v)
+		return nil
+	case json.FieldPrevID:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetPrevID(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Json field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *JSONMutation) AddedFields() []string {
+	var fields []string
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *JSONMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *JSONMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	}
+	return fmt.Errorf("unknown Json numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *JSONMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(json.FieldPrevID) {
+		fields = append(fields, json.FieldPrevID)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *JSONMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *JSONMutation) ClearField(name string) error {
+	switch name {
+	case json.FieldPrevID:
+		m.ClearPrevID()
+		return nil
+	}
+	return fmt.Errorf("unknown Json nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *JSONMutation) ResetField(name string) error {
+	switch name {
+	case json.FieldName:
+		m.ResetName()
+		return nil
+	case json.FieldPrevID:
+		m.ResetPrevID()
+		return nil
+	}
+	return fmt.Errorf("unknown Json field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *JSONMutation) AddedEdges() []string {
+	edges := make([]string, 0, 2)
+	if m.prev != nil {
+		edges = append(edges, json.EdgePrev)
+	}
+	if m.next != nil {
+		edges = append(edges, json.EdgeNext)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *JSONMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case json.EdgePrev:
+		if id := m.prev; id != nil {
+			return []ent.Value{*id}
+		}
+	case json.EdgeNext:
+		ids := make([]ent.Value, 0, len(m.next))
+		for id := range m.next {
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *JSONMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 2)
+	if m.removednext != nil {
+		edges = append(edges, json.EdgeNext)
+	}
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *JSONMutation) RemovedIDs(name string) []ent.Value {
+	switch name {
+	case json.EdgeNext:
+		ids := make([]ent.Value, 0, len(m.removednext))
+		for id := range m.removednext {
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *JSONMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 2)
+	if m.clearedprev {
+		edges = append(edges, json.EdgePrev)
+	}
+	if m.clearednext {
+		edges = append(edges, json.EdgeNext)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *JSONMutation) EdgeCleared(name string) bool {
+	switch name {
+	case json.EdgePrev:
+		return m.clearedprev
+	case json.EdgeNext:
+		return m.clearednext
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *JSONMutation) ClearEdge(name string) error {
+	switch name {
+	case json.EdgePrev:
+		m.ClearPrev()
+		return nil
+	}
+	return fmt.Errorf("unknown Json unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *JSONMutation) ResetEdge(name string) error {
+	switch name {
+	case json.EdgePrev:
+		m.ResetPrev()
+		return nil
+	case json.EdgeNext:
+		m.ResetNext()
+		return nil
+	}
+	return fmt.Errorf("unknown Json edge %s", name)
+}
+
+// MutatorsMutation represents an operation that mutates the Mutators nodes in the graph.
+type MutatorsMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *int64
+	name          *string
+	clearedFields map[string]struct{}
+	prev          *int64
+	clearedprev   bool
+	next          map[int64]struct{}
+	removednext   map[int64]struct{}
+	clearednext   bool
+	done          bool
+	oldValue      func(context.Context) (*Mutators, error)
+	predicates    []predicate.Mutators
+}
+
+var _ ent.Mutation = (*MutatorsMutation)(nil)
+
+// mutatorsOption allows management of the mutation configuration using functional options.
+type mutatorsOption func(*MutatorsMutation)
+
+// newMutatorsMutation creates new mutation for the Mutators entity.
+func newMutatorsMutation(c config, op Op, opts ...mutatorsOption) *MutatorsMutation {
+	m := &MutatorsMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeMutators,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withMutatorsID sets the ID field of the mutation.
+func withMutatorsID(id int64) mutatorsOption {
+	return func(m *MutatorsMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *Mutators
+		)
+		m.oldValue = func(ctx context.Context) (*Mutators, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().Mutators.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withMutators sets the old Mutators of the mutation.
+func withMutators(node *Mutators) mutatorsOption {
+	return func(m *MutatorsMutation) {
+		m.oldValue = func(context.Context) (*Mutators, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m MutatorsMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m MutatorsMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// SetID sets the value of the id field. Note that this
+// operation is only accepted on creation of Mutators entities.
+func (m *MutatorsMutation) SetID(id int64) {
+	m.id = &id
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *MutatorsMutation) ID() (id int64, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *MutatorsMutation) IDs(ctx context.Context) ([]int64, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int64{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().Mutators.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetName sets the "name" field.
+func (m *MutatorsMutation) SetName(s string) {
+	m.name = &s
+}
+
+// Name returns the value of the "name" field in the mutation.
+func (m *MutatorsMutation) Name() (r string, exists bool) {
+	v := m.name
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldName returns the old "name" field's value of the Mutators entity.
+// If the Mutators object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MutatorsMutation) OldName(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldName is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldName requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldName: %w", err)
+	}
+	return oldValue.Name, nil
+}
+
+// ResetName resets all changes to the "name" field.
+func (m *MutatorsMutation) ResetName() {
+	m.name = nil
+}
+
+// SetPrevID sets the "prev_id" field.
+func (m *MutatorsMutation) SetPrevID(i int64) {
+	m.prev = &i
+}
+
+// PrevID returns the value of the "prev_id" field in the mutation.
+func (m *MutatorsMutation) PrevID() (r int64, exists bool) {
+	v := m.prev
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldPrevID returns the old "prev_id" field's value of the Mutators entity.
+// If the Mutators object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MutatorsMutation) OldPrevID(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldPrevID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldPrevID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldPrevID: %w", err)
+	}
+	return oldValue.PrevID, nil
+}
+
+// ClearPrevID clears the value of the "prev_id" field.
+func (m *MutatorsMutation) ClearPrevID() {
+	m.prev = nil
+	m.clearedFields[mutators.FieldPrevID] = struct{}{}
+}
+
+// PrevIDCleared returns if the "prev_id" field was cleared in this mutation.
+func (m *MutatorsMutation) PrevIDCleared() bool {
+	_, ok := m.clearedFields[mutators.FieldPrevID]
+	return ok
+}
+
+// ResetPrevID resets all changes to the "prev_id" field.
+func (m *MutatorsMutation) ResetPrevID() {
+	m.prev = nil
+	delete(m.clearedFields, mutators.FieldPrevID)
+}
+
+// ClearPrev clears the "prev" edge to the Node entity.
+func (m *MutatorsMutation) ClearPrev() {
+	m.clearedprev = true
+	m.clearedFields[mutators.FieldPrevID] = struct{}{}
+}
+
+// PrevCleared reports if the "prev" edge to the Node entity was cleared.
+func (m *MutatorsMutation) PrevCleared() bool {
+	return m.PrevIDCleared() || m.clearedprev
+}
+
+// PrevIDs returns the "prev" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// PrevID instead. It exists only for internal usage by the builders.
+func (m *MutatorsMutation) PrevIDs() (ids []int64) {
+	if id := m.prev; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetPrev resets all changes to the "prev" edge.
+func (m *MutatorsMutation) ResetPrev() {
+	m.prev = nil
+	m.clearedprev = false
+}
+
+// AddNextIDs adds the "next" edge to the Root entity by ids.
+func (m *MutatorsMutation) AddNextIDs(ids ...int64) {
+	if m.next == nil {
+		m.next = make(map[int64]struct{})
+	}
+	for i := range ids {
+		m.next[ids[i]] = struct{}{}
+	}
+}
+
+// ClearNext clears the "next" edge to the Root entity.
+func (m *MutatorsMutation) ClearNext() {
+	m.clearednext = true
+}
+
+// NextCleared reports if the "next" edge to the Root entity was cleared.
+func (m *MutatorsMutation) NextCleared() bool {
+	return m.clearednext
+}
+
+// RemoveNextIDs removes the "next" edge to the Root entity by IDs.
+func (m *MutatorsMutation) RemoveNextIDs(ids ...int64) {
+	if m.removednext == nil {
+		m.removednext = make(map[int64]struct{})
+	}
+	for i := range ids {
+		delete(m.next, ids[i])
+		m.removednext[ids[i]] = struct{}{}
+	}
+}
+
+// RemovedNext returns the removed IDs of the "next" edge to the Root entity.
+func (m *MutatorsMutation) RemovedNextIDs() (ids []int64) {
+	for id := range m.removednext {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// NextIDs returns the "next" edge IDs in the mutation.
+func (m *MutatorsMutation) NextIDs() (ids []int64) {
+	for id := range m.next {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// ResetNext resets all changes to the "next" edge.
+func (m *MutatorsMutation) ResetNext() {
+	m.next = nil
+	m.clearednext = false
+	m.removednext = nil
+}
+
+// Where appends a list predicates to the MutatorsMutation builder.
+func (m *MutatorsMutation) Where(ps ...predicate.Mutators) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the MutatorsMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *MutatorsMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.Mutators, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *MutatorsMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *MutatorsMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (Mutators).
+func (m *MutatorsMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *MutatorsMutation) Fields() []string {
+	fields := make([]string, 0, 2)
+	if m.name != nil {
+		fields = append(fields, mutators.FieldName)
+	}
+	if m.prev != nil {
+		fields = append(fields, mutators.FieldPrevID)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *MutatorsMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case mutators.FieldName:
+		return m.Name()
+	case mutators.FieldPrevID:
+		return m.PrevID()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *MutatorsMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case mutators.FieldName:
+		return m.OldName(ctx)
+	case mutators.FieldPrevID:
+		return m.OldPrevID(ctx)
+	}
+	return nil, fmt.Errorf("unknown Mutators field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *MutatorsMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case mutators.FieldName:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetName(v)
+		return nil
+	case mutators.FieldPrevID:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetPrevID(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Mutators field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *MutatorsMutation) AddedFields() []string {
+	var fields []string
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *MutatorsMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *MutatorsMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	}
+	return fmt.Errorf("unknown Mutators numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *MutatorsMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(mutators.FieldPrevID) {
+		fields = append(fields, mutators.FieldPrevID)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *MutatorsMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *MutatorsMutation) ClearField(name string) error {
+	switch name {
+	case mutators.FieldPrevID:
+		m.ClearPrevID()
+		return nil
+	}
+	return fmt.Errorf("unknown Mutators nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *MutatorsMutation) ResetField(name string) error {
+	switch name {
+	case mutators.FieldName:
+		m.ResetName()
+		return nil
+	case mutators.FieldPrevID:
+		m.ResetPrevID()
+		return nil
+	}
+	return fmt.Errorf("unknown Mutators field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *MutatorsMutation) AddedEdges() []string {
+	edges := make([]string, 0, 2)
+	if m.prev != nil {
+		edges = append(edges, mutators.EdgePrev)
+	}
+	if m.next != nil {
+		edges = append(edges, mutators.EdgeNext)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *MutatorsMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case mutators.EdgePrev:
+		if id := m.prev; id != nil {
+			return []ent.Value{*id}
+		}
+	case mutators.EdgeNext:
+		ids := make([]ent.Value, 0, len(m.next))
+		for id := range m.next {
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *MutatorsMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 2)
+	if m.removednext != nil {
+		edges = append(edges, mutators.EdgeNext)
+	}
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *MutatorsMutation) RemovedIDs(name string) []ent.Value {
+	switch name {
+	case mutators.EdgeNext:
+		ids := make([]ent.Value, 0, len(m.removednext))
+		for id := range m.removednext {
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *MutatorsMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 2)
+	if m.clearedprev {
+		edges = append(edges, mutators.EdgePrev)
+	}
+	if m.clearednext {
+		edges = append(edges, mutators.EdgeNext)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *MutatorsMutation) EdgeCleared(name string) bool {
+	switch name {
+	case mutators.EdgePrev:
+		return m.clearedprev
+	case mutators.EdgeNext:
+		return m.clearednext
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *MutatorsMutation) ClearEdge(name string) error {
+	switch name {
+	case mutators.EdgePrev:
+		m.ClearPrev()
+		return nil
+	}
+	return fmt.Errorf("unknown Mutators unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *MutatorsMutation) ResetEdge(name string) error {
+	switch name {
+	case mutators.EdgePrev:
+		m.ResetPrev()
+		return nil
+	case mutators.EdgeNext:
+		m.ResetNext()
+		return nil
+	}
+	return fmt.Errorf("unknown Mutators edge %s", name)
+}
+
+// NodeMutation represents an operation that mutates the Node nodes in the graph.
+type NodeMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *int64
+	name          *string
+	clearedFields map[string]struct{}
+	prev          *int64
+	clearedprev   bool
+	next          map[int64]struct{}
+	removednext   map[int64]struct{}
+	clearednext   bool
+	done          bool
+	oldValue      func(context.Context) (*Node, error)
+	predicates    []predicate.Node
+}
+
+var _ ent.Mutation = (*NodeMutation)(nil)
+
+// nodeOption allows management of the mutation configuration using functional options.
+type nodeOption func(*NodeMutation)
+
+// newNodeMutation creates new mutation for the Node entity.
+func newNodeMutation(c config, op Op, opts ...nodeOption) *NodeMutation {
+	m := &NodeMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeNode,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withNodeID sets the ID field of the mutation.
+func withNodeID(id int64) nodeOption {
+	return func(m *NodeMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *Node
+		)
+		m.oldValue = func(ctx context.Context) (*Node, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().Node.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withNode sets the old Node of the mutation.
+func withNode(node *Node) nodeOption {
+	return func(m *NodeMutation) {
+		m.oldValue = func(context.Context) (*Node, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m NodeMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m NodeMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// SetID sets the value of the id field. Note that this
+// operation is only accepted on creation of Node entities.
+func (m *NodeMutation) SetID(id int64) {
+	m.id = &id
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *NodeMutation) ID() (id int64, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *NodeMutation) IDs(ctx context.Context) ([]int64, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int64{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().Node.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetName sets the "name" field.
+func (m *NodeMutation) SetName(s string) {
+	m.name = &s
+}
+
+// Name returns the value of the "name" field in the mutation.
+func (m *NodeMutation) Name() (r string, exists bool) {
+	v := m.name
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldName returns the old "name" field's value of the Node entity.
+// If the Node object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *NodeMutation) OldName(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldName is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldName requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldName: %w", err)
+	}
+	return oldValue.Name, nil
+}
+
+// ResetName resets all changes to the "name" field.
+func (m *NodeMutation) ResetName() {
+	m.name = nil
+}
+
+// SetPrevID sets the "prev_id" field.
+func (m *NodeMutation) SetPrevID(i int64) {
+	m.prev = &i
+}
+
+// PrevID returns the value of the "prev_id" field in the mutation.
+func (m *NodeMutation) PrevID() (r int64, exists bool) {
+	v := m.prev
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldPrevID returns the old "prev_id" field's value of the Node entity.
+// If the Node object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *NodeMutation) OldPrevID(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldPrevID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldPrevID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldPrevID: %w", err)
+	}
+	return oldValue.PrevID, nil
+}
+
+// ClearPrevID clears the value of the "prev_id" field.
+func (m *NodeMutation) ClearPrevID() {
+	m.prev = nil
+	m.clearedFields[node.FieldPrevID] = struct{}{}
+}
+
+// PrevIDCleared returns if the "prev_id" field was cleared in this mutation.
+func (m *NodeMutation) PrevIDCleared() bool {
+	_, ok := m.clearedFields[node.FieldPrevID]
+	return ok
+}
+
+// ResetPrevID resets all changes to the "prev_id" field.
+func (m *NodeMutation) ResetPrevID() {
+	m.prev = nil
+	delete(m.clearedFields, node.FieldPrevID)
+}
+
+// ClearPrev clears the "prev" edge to the Spec entity.
+func (m *NodeMutation) ClearPrev() {
+	m.clearedprev = true
+	m.clearedFields[node.FieldPrevID] = struct{}{}
+}
+
+// PrevCleared reports if the "prev" edge to the Spec entity was cleared.
+func (m *NodeMutation) PrevCleared() bool {
+	return m.PrevIDCleared() || m.clearedprev
+}
+
+// PrevIDs returns the "prev" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// PrevID instead. It exists only for internal usage by the builders.
+func (m *NodeMutation) PrevIDs() (ids []int64) {
+	if id := m.prev; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetPrev resets all changes to the "prev" edge.
+func (m *NodeMutation) ResetPrev() {
+	m.prev = nil
+	m.clearedprev = false
+}
+
+// AddNextIDs adds the "next" edge to the Mutators entity by ids.
+func (m *NodeMutation) AddNextIDs(ids ...int64) {
+	if m.next == nil {
+		m.next = make(map[int64]struct{})
+	}
+	for i := range ids {
+		m.next[ids[i]] = struct{}{}
+	}
+}
+
+// ClearNext clears the "next" edge to the Mutators entity.
+func (m *NodeMutation) ClearNext() {
+	m.clearednext = true
+}
+
+// NextCleared reports if the "next" edge to the Mutators entity was cleared.
+func (m *NodeMutation) NextCleared() bool {
+	return m.clearednext
+}
+
+// RemoveNextIDs removes the "next" edge to the Mutators entity by IDs.
+func (m *NodeMutation) RemoveNextIDs(ids ...int64) {
+	if m.removednext == nil {
+		m.removednext = make(map[int64]struct{})
+	}
+	for i := range ids {
+		delete(m.next, ids[i])
+		m.removednext[ids[i]] = struct{}{}
+	}
+}
+
+// RemovedNext returns the removed IDs of the "next" edge to the Mutators entity.
+func (m *NodeMutation) RemovedNextIDs() (ids []int64) {
+	for id := range m.removednext {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// NextIDs returns the "next" edge IDs in the mutation.
+func (m *NodeMutation) NextIDs() (ids []int64) {
+	for id := range m.next {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// ResetNext resets all changes to the "next" edge.
+func (m *NodeMutation) ResetNext() {
+	m.next = nil
+	m.clearednext = false
+	m.removednext = nil
+}
+
+// Where appends a list predicates to the NodeMutation builder.
+func (m *NodeMutation) Where(ps ...predicate.Node) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the NodeMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *NodeMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.Node, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *NodeMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *NodeMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (Node).
+func (m *NodeMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *NodeMutation) Fields() []string {
+	fields := make([]string, 0, 2)
+	if m.name != nil {
+		fields = append(fields, node.FieldName)
+	}
+	if m.prev != nil {
+		fields = append(fields, node.FieldPrevID)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *NodeMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case node.FieldName:
+		return m.Name()
+	case node.FieldPrevID:
+		return m.PrevID()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *NodeMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case node.FieldName:
+		return m.OldName(ctx)
+	case node.FieldPrevID:
+		return m.OldPrevID(ctx)
+	}
+	return nil, fmt.Errorf("unknown Node field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *NodeMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case node.FieldName:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetName(v)
+		return nil
+	case node.FieldPrevID:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetPrevID(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Node field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *NodeMutation) AddedFields() []string {
+	var fields []string
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *NodeMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *NodeMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	}
+	return fmt.Errorf("unknown Node numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *NodeMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(node.FieldPrevID) {
+		fields = append(fields, node.FieldPrevID)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *NodeMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *NodeMutation) ClearField(name string) error {
+	switch name {
+	case node.FieldPrevID:
+		m.ClearPrevID()
+		return nil
+	}
+	return fmt.Errorf("unknown Node nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *NodeMutation) ResetField(name string) error {
+	switch name {
+	case node.FieldName:
+		m.ResetName()
+		return nil
+	case node.FieldPrevID:
+		m.ResetPrevID()
+		return nil
+	}
+	return fmt.Errorf("unknown Node field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *NodeMutation) AddedEdges() []string {
+	edges := make([]string, 0, 2)
+	if m.prev != nil {
+		edges = append(edges, node.EdgePrev)
+	}
+	if m.next != nil {
+		edges = append(edges, node.EdgeNext)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *NodeMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case node.EdgePrev:
+		if id := m.prev; id != nil {
+			return []ent.Value{*id}
+		}
+	case node.EdgeNext:
+		ids := make([]ent.Value, 0, len(m.next))
+		for id := range m.next {
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *NodeMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 2)
+	if m.removednext != nil {
+		edges = append(edges, node.EdgeNext)
+	}
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *NodeMutation) RemovedIDs(name string) []ent.Value {
+	switch name {
+	case node.EdgeNext:
+		ids := make([]ent.Value, 0, len(m.removednext))
+		for id := range m.removednext {
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *NodeMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 2)
+	if m.clearedprev {
+		edges = append(edges, node.EdgePrev)
+	}
+	if m.clearednext {
+		edges = append(edges, node.EdgeNext)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *NodeMutation) EdgeCleared(name string) bool {
+	switch name {
+	case node.EdgePrev:
+		return m.clearedprev
+	case node.EdgeNext:
+		return m.clearednext
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *NodeMutation) ClearEdge(name string) error {
+	switch name {
+	case node.EdgePrev:
+		m.ClearPrev()
+		return nil
+	}
+	return fmt.Errorf("unknown Node unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *NodeMutation) ResetEdge(name string) error {
+	switch name {
+	case node.EdgePrev:
+		m.ResetPrev()
+		return nil
+	case node.EdgeNext:
+		m.ResetNext()
+		return nil
+	}
+	return fmt.Errorf("unknown Node edge %s", name)
 }
 
 // PartMutation represents an operation that mutates the Part nodes in the graph.
@@ -1153,6 +3242,1571 @@ func (m *PlainMutation) ClearEdge(name string) error {
 // It returns an error if the edge is not defined in the schema.
 func (m *PlainMutation) ResetEdge(name string) error {
 	return fmt.Errorf("unknown Plain edge %s", name)
+}
+
+// RootMutation represents an operation that mutates the Root nodes in the graph.
+type RootMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *int64
+	name          *string
+	clearedFields map[string]struct{}
+	prev          *int64
+	clearedprev   bool
+	next          map[int64]struct{}
+	removednext   map[int64]struct{}
+	clearednext   bool
+	done          bool
+	oldValue      func(context.Context) (*Root, error)
+	predicates    []predicate.Root
+}
+
+var _ ent.Mutation = (*RootMutation)(nil)
+
+// rootOption allows management of the mutation configuration using functional options.
+type rootOption func(*RootMutation)
+
+// newRootMutation creates new mutation for the Root entity.
+func newRootMutation(c config, op Op, opts ...rootOption) *RootMutation {
+	m := &RootMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeRoot,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withRootID sets the ID field of the mutation.
+func withRootID(id int64) rootOption {
+	return func(m *RootMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *Root
+		)
+		m.oldValue = func(ctx context.Context) (*Root, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().Root.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withRoot sets the old Root of the mutation.
+func withRoot(node *Root) rootOption {
+	return func(m *RootMutation) {
+		m.oldValue = func(context.Context) (*Root, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m RootMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m RootMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// SetID sets the value of the id field. Note that this
+// operation is only accepted on creation of Root entities.
+func (m *RootMutation) SetID(id int64) {
+	m.id = &id
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *RootMutation) ID() (id int64, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *RootMutation) IDs(ctx context.Context) ([]int64, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int64{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().Root.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetName sets the "name" field.
+func (m *RootMutation) SetName(s string) {
+	m.name = &s
+}
+
+// Name returns the value of the "name" field in the mutation.
+func (m *RootMutation) Name() (r string, exists bool) {
+	v := m.name
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldName returns the old "name" field's value of the Root entity.
+// If the Root object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RootMutation) OldName(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldName is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldName requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldName: %w", err)
+	}
+	return oldValue.Name, nil
+}
+
+// ResetName resets all changes to the "name" field.
+func (m *RootMutation) ResetName() {
+	m.name = nil
+}
+
+// SetPrevID sets the "prev_id" field.
+func (m *RootMutation) SetPrevID(i int64) {
+	m.prev = &i
+}
+
+// PrevID returns the value of the "prev_id" field in the mutation.
+func (m *RootMutation) PrevID() (r int64, exists bool) {
+	v := m.prev
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldPrevID returns the old "prev_id" field's value of the Root entity.
+// If the Root object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RootMutation) OldPrevID(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldPrevID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldPrevID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldPrevID: %w", err)
+	}
+	return oldValue.PrevID, nil
+}
+
+// ClearPrevID clears the value of the "prev_id" field.
+func (m *RootMutation) ClearPrevID() {
+	m.prev = nil
+	m.clearedFields[root.FieldPrevID] = struct{}{}
+}
+
+// PrevIDCleared returns if the "prev_id" field was cleared in this mutation.
+func (m *RootMutation) PrevIDCleared() bool {
+	_, ok := m.clearedFields[root.FieldPrevID]
+	return ok
+}
+
+// ResetPrevID resets all changes to the "prev_id" field.
+func (m *RootMutation) ResetPrevID() {
+	m.prev = nil
+	delete(m.clearedFields, root.FieldPrevID)
+}
+
+// ClearPrev clears the "prev" edge to the Mutators entity.
+func (m *RootMutation) ClearPrev() {
+	m.clearedprev = true
+	m.clearedFields[root.FieldPrevID] = struct{}{}
+}
+
+// PrevCleared reports if the "prev" edge to the Mutators entity was cleared.
+func (m *RootMutation) PrevCleared() bool {
+	return m.PrevIDCleared() || m.clearedprev
+}
+
+// PrevIDs returns the "prev" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// PrevID instead. It exists only for internal usage by the builders.
+func (m *RootMutation) PrevIDs() (ids []int64) {
+	if id := m.prev; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetPrev resets all changes to the "prev" edge.
+func (m *RootMutation) ResetPrev() {
+	m.prev = nil
+	m.clearedprev = false
+}
+
+// AddNextIDs adds the "next" edge to the Json entity by ids.
+func (m *RootMutation) AddNextIDs(ids ...int64) {
+	if m.next == nil {
+		m.next = make(map[int64]struct{})
+	}
+	for i := range ids {
+		m.next[ids[i]] = struct{}{}
+	}
+}
+
+// ClearNext clears the "next" edge to the Json entity.
+func (m *RootMutation) ClearNext() {
+	m.clearednext = true
+}
+
+// NextCleared reports if the "next" edge to the Json entity was cleared.
+func (m *RootMutation) NextCleared() bool {
+	return m.clearednext
+}
+
+// RemoveNextIDs removes the "next" edge to the Json entity by IDs.
+func (m *RootMutation) RemoveNextIDs(ids ...int64) {
+	if m.removednext == nil {
+		m.removednext = make(map[int64]struct{})
+	}
+	for i := range ids {
+		delete(m.next, ids[i])
+		m.removednext[ids[i]] = struct{}{}
+	}
+}
+
+// RemovedNext returns the removed IDs of the "next" edge to the Json entity.
+func (m *RootMutation) RemovedNextIDs() (ids []int64) {
+	for id := range m.removednext {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// NextIDs returns the "next" edge IDs in the mutation.
+func (m *RootMutation) NextIDs() (ids []int64) {
+	for id := range m.next {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// ResetNext resets all changes to the "next" edge.
+func (m *RootMutation) ResetNext() {
+	m.next = nil
+	m.clearednext = false
+	m.removednext = nil
+}
+
+// Where appends a list predicates to the RootMutation builder.
+func (m *RootMutation) Where(ps ...predicate.Root) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the RootMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *RootMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.Root, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *RootMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *RootMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (Root).
+func (m *RootMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *RootMutation) Fields() []string {
+	fields := make([]string, 0, 2)
+	if m.name != nil {
+		fields = append(fields, root.FieldName)
+	}
+	if m.prev != nil {
+		fields = append(fields, root.FieldPrevID)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *RootMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case root.FieldName:
+		return m.Name()
+	case root.FieldPrevID:
+		return m.PrevID()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *RootMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case root.FieldName:
+		return m.OldName(ctx)
+	case root.FieldPrevID:
+		return m.OldPrevID(ctx)
+	}
+	return nil, fmt.Errorf("unknown Root field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *RootMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case root.FieldName:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetName(v)
+		return nil
+	case root.FieldPrevID:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetPrevID(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Root field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *RootMutation) AddedFields() []string {
+	var fields []string
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *RootMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *RootMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	}
+	return fmt.Errorf("unknown Root numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *RootMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(root.FieldPrevID) {
+		fields = append(fields, root.FieldPrevID)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *RootMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *RootMutation) ClearField(name string) error {
+	switch name {
+	case root.FieldPrevID:
+		m.ClearPrevID()
+		return nil
+	}
+	return fmt.Errorf("unknown Root nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *RootMutation) ResetField(name string) error {
+	switch name {
+	case root.FieldName:
+		m.ResetName()
+		return nil
+	case root.FieldPrevID:
+		m.ResetPrevID()
+		return nil
+	}
+	return fmt.Errorf("unknown Root field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *RootMutation) AddedEdges() []string {
+	edges := make([]string, 0, 2)
+	if m.prev != nil {
+		edges = append(edges, root.EdgePrev)
+	}
+	if m.next != nil {
+		edges = append(edges, root.EdgeNext)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *RootMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case root.EdgePrev:
+		if id := m.prev; id != nil {
+			return []ent.Value{*id}
+		}
+	case root.EdgeNext:
+		ids := make([]ent.Value, 0, len(m.next))
+		for id := range m.next {
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *RootMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 2)
+	if m.removednext != nil {
+		edges = append(edges, root.EdgeNext)
+	}
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *RootMutation) RemovedIDs(name string) []ent.Value {
+	switch name {
+	case root.EdgeNext:
+		ids := make([]ent.Value, 0, len(m.removednext))
+		for id := range m.removednext {
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *RootMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 2)
+	if m.clearedprev {
+		edges = append(edges, root.EdgePrev)
+	}
+	if m.clearednext {
+		edges = append(edges, root.EdgeNext)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *RootMutation) EdgeCleared(name string) bool {
+	switch name {
+	case root.EdgePrev:
+		return m.clearedprev
+	case root.EdgeNext:
+		return m.clearednext
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *RootMutation) ClearEdge(name string) error {
+	switch name {
+	case root.EdgePrev:
+		m.ClearPrev()
+		return nil
+	}
+	return fmt.Errorf("unknown Root unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *RootMutation) ResetEdge(name string) error {
+	switch name {
+	case root.EdgePrev:
+		m.ResetPrev()
+		return nil
+	case root.EdgeNext:
+		m.ResetNext()
+		return nil
+	}
+	return fmt.Errorf("unknown Root edge %s", name)
+}
+
+// SpecMutation represents an operation that mutates the Spec nodes in the graph.
+type SpecMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *int64
+	name          *string
+	clearedFields map[string]struct{}
+	prev          *int64
+	clearedprev   bool
+	next          map[int64]struct{}
+	removednext   map[int64]struct{}
+	clearednext   bool
+	done          bool
+	oldValue      func(context.Context) (*Spec, error)
+	predicates    []predicate.Spec
+}
+
+var _ ent.Mutation = (*SpecMutation)(nil)
+
+// specOption allows management of the mutation configuration using functional options.
+type specOption func(*SpecMutation)
+
+// newSpecMutation creates new mutation for the Spec entity.
+func newSpecMutation(c config, op Op, opts ...specOption) *SpecMutation {
+	m := &SpecMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeSpec,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withSpecID sets the ID field of the mutation.
+func withSpecID(id int64) specOption {
+	return func(m *SpecMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *Spec
+		)
+		m.oldValue = func(ctx context.Context) (*Spec, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().Spec.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withSpec sets the old Spec of the mutation.
+func withSpec(node *Spec) specOption {
+	return func(m *SpecMutation) {
+		m.oldValue = func(context.Context) (*Spec, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m SpecMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m SpecMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// SetID sets the value of the id field. Note that this
+// operation is only accepted on creation of Spec entities.
+func (m *SpecMutation) SetID(id int64) {
+	m.id = &id
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *SpecMutation) ID() (id int64, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *SpecMutation) IDs(ctx context.Context) ([]int64, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int64{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().Spec.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetName sets the "name" field.
+func (m *SpecMutation) SetName(s string) {
+	m.name = &s
+}
+
+// Name returns the value of the "name" field in the mutation.
+func (m *SpecMutation) Name() (r string, exists bool) {
+	v := m.name
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldName returns the old "name" field's value of the Spec entity.
+// If the Spec object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SpecMutation) OldName(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldName is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldName requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldName: %w", err)
+	}
+	return oldValue.Name, nil
+}
+
+// ResetName resets all changes to the "name" field.
+func (m *SpecMutation) ResetName() {
+	m.name = nil
+}
+
+// SetPrevID sets the "prev_id" field.
+func (m *SpecMutation) SetPrevID(i int64) {
+	m.prev = &i
+}
+
+// PrevID returns the value of the "prev_id" field in the mutation.
+func (m *SpecMutation) PrevID() (r int64, exists bool) {
+	v := m.prev
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldPrevID returns the old "prev_id" field's value of the Spec entity.
+// If the Spec object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SpecMutation) OldPrevID(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldPrevID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldPrevID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldPrevID: %w", err)
+	}
+	return oldValue.PrevID, nil
+}
+
+// ClearPrevID clears the value of the "prev_id" field.
+func (m *SpecMutation) ClearPrevID() {
+	m.prev = nil
+	m.clearedFields[spec.FieldPrevID] = struct{}{}
+}
+
+// PrevIDCleared returns if the "prev_id" field was cleared in this mutation.
+func (m *SpecMutation) PrevIDCleared() bool {
+	_, ok := m.clearedFields[spec.FieldPrevID]
+	return ok
+}
+
+// ResetPrevID resets all changes to the "prev_id" field.
+func (m *SpecMutation) ResetPrevID() {
+	m.prev = nil
+	delete(m.clearedFields, spec.FieldPrevID)
+}
+
+// ClearPrev clears the "prev" edge to the Builder entity.
+func (m *SpecMutation) ClearPrev() {
+	m.clearedprev = true
+	m.clearedFields[spec.FieldPrevID] = struct{}{}
+}
+
+// PrevCleared reports if the "prev" edge to the Builder entity was cleared.
+func (m *SpecMutation) PrevCleared() bool {
+	return m.PrevIDCleared() || m.clearedprev
+}
+
+// PrevIDs returns the "prev" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// PrevID instead. It exists only for internal usage by the builders.
+func (m *SpecMutation) PrevIDs() (ids []int64) {
+	if id := m.prev; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetPrev resets all changes to the "prev" edge.
+func (m *SpecMutation) ResetPrev() {
+	m.prev = nil
+	m.clearedprev = false
+}
+
+// AddNextIDs adds the "next" edge to the Node entity by ids.
+func (m *SpecMutation) AddNextIDs(ids ...int64) {
+	if m.next == nil {
+		m.next = make(map[int64]struct{})
+	}
+	for i := range ids {
+		m.next[ids[i]] = struct{}{}
+	}
+}
+
+// ClearNext clears the "next" edge to the Node entity.
+func (m *SpecMutation) ClearNext() {
+	m.clearednext = true
+}
+
+// NextCleared reports if the "next" edge to the Node entity was cleared.
+func (m *SpecMutation) NextCleared() bool {
+	return m.clearednext
+}
+
+// RemoveNextIDs removes the "next" edge to the Node entity by IDs.
+func (m *SpecMutation) RemoveNextIDs(ids ...int64) {
+	if m.removednext == nil {
+		m.removednext = make(map[int64]struct{})
+	}
+	for i := range ids {
+		delete(m.next, ids[i])
+		m.removednext[ids[i]] = struct{}{}
+	}
+}
+
+// RemovedNext returns the removed IDs of the "next" edge to the Node entity.
+func (m *SpecMutation) RemovedNextIDs() (ids []int64) {
+	for id := range m.removednext {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// NextIDs returns the "next" edge IDs in the mutation.
+func (m *SpecMutation) NextIDs() (ids []int64) {
+	for id := range m.next {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// ResetNext resets all changes to the "next" edge.
+func (m *SpecMutation) ResetNext() {
+	m.next = nil
+	m.clearednext = false
+	m.removednext = nil
+}
+
+// Where appends a list predicates to the SpecMutation builder.
+func (m *SpecMutation) Where(ps ...predicate.Spec) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the SpecMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *SpecMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.Spec, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *SpecMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *SpecMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (Spec).
+func (m *SpecMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *SpecMutation) Fields() []string {
+	fields := make([]string, 0, 2)
+	if m.name != nil {
+		fields = append(fields, spec.FieldName)
+	}
+	if m.prev != nil {
+		fields = append(fields, spec.FieldPrevID)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *SpecMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case spec.FieldName:
+		return m.Name()
+	case spec.FieldPrevID:
+		return m.PrevID()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *SpecMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case spec.FieldName:
+		return m.OldName(ctx)
+	case spec.FieldPrevID:
+		return m.OldPrevID(ctx)
+	}
+	return nil, fmt.Errorf("unknown Spec field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *SpecMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case spec.FieldName:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetName(v)
+		return nil
+	case spec.FieldPrevID:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetPrevID(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Spec field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *SpecMutation) AddedFields() []string {
+	var fields []string
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *SpecMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *SpecMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	}
+	return fmt.Errorf("unknown Spec numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *SpecMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(spec.FieldPrevID) {
+		fields = append(fields, spec.FieldPrevID)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *SpecMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *SpecMutation) ClearField(name string) error {
+	switch name {
+	case spec.FieldPrevID:
+		m.ClearPrevID()
+		return nil
+	}
+	return fmt.Errorf("unknown Spec nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *SpecMutation) ResetField(name string) error {
+	switch name {
+	case spec.FieldName:
+		m.ResetName()
+		return nil
+	case spec.FieldPrevID:
+		m.ResetPrevID()
+		return nil
+	}
+	return fmt.Errorf("unknown Spec field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *SpecMutation) AddedEdges() []string {
+	edges := make([]string, 0, 2)
+	if m.prev != nil {
+		edges = append(edges, spec.EdgePrev)
+	}
+	if m.next != nil {
+		edges = append(edges, spec.EdgeNext)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *SpecMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case spec.EdgePrev:
+		if id := m.prev; id != nil {
+			return []ent.Value{*id}
+		}
+	case spec.EdgeNext:
+		ids := make([]ent.Value, 0, len(m.next))
+		for id := range m.next {
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *SpecMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 2)
+	if m.removednext != nil {
+		edges = append(edges, spec.EdgeNext)
+	}
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *SpecMutation) RemovedIDs(name string) []ent.Value {
+	switch name {
+	case spec.EdgeNext:
+		ids := make([]ent.Value, 0, len(m.removednext))
+		for id := range m.removednext {
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *SpecMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 2)
+	if m.clearedprev {
+		edges = append(edges, spec.EdgePrev)
+	}
+	if m.clearednext {
+		edges = append(edges, spec.EdgeNext)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *SpecMutation) EdgeCleared(name string) bool {
+	switch name {
+	case spec.EdgePrev:
+		return m.clearedprev
+	case spec.EdgeNext:
+		return m.clearednext
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *SpecMutation) ClearEdge(name string) error {
+	switch name {
+	case spec.EdgePrev:
+		m.ClearPrev()
+		return nil
+	}
+	return fmt.Errorf("unknown Spec unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *SpecMutation) ResetEdge(name string) error {
+	switch name {
+	case spec.EdgePrev:
+		m.ResetPrev()
+		return nil
+	case spec.EdgeNext:
+		m.ResetNext()
+		return nil
+	}
+	return fmt.Errorf("unknown Spec edge %s", name)
+}
+
+// StrconvMutation represents an operation that mutates the Strconv nodes in the graph.
+type StrconvMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *int64
+	name          *string
+	clearedFields map[string]struct{}
+	prev          *int64
+	clearedprev   bool
+	done          bool
+	oldValue      func(context.Context) (*Strconv, error)
+	predicates    []predicate.Strconv
+}
+
+var _ ent.Mutation = (*StrconvMutation)(nil)
+
+// strconvOption allows management of the mutation configuration using functional options.
+type strconvOption func(*StrconvMutation)
+
+// newStrconvMutation creates new mutation for the Strconv entity.
+func newStrconvMutation(c config, op Op, opts ...strconvOption) *StrconvMutation {
+	m := &StrconvMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeStrconv,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withStrconvID sets the ID field of the mutation.
+func withStrconvID(id int64) strconvOption {
+	return func(m *StrconvMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *Strconv
+		)
+		m.oldValue = func(ctx context.Context) (*Strconv, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().Strconv.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withStrconv sets the old Strconv of the mutation.
+func withStrconv(node *Strconv) strconvOption {
+	return func(m *StrconvMutation) {
+		m.oldValue = func(context.Context) (*Strconv, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m StrconvMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m StrconvMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// SetID sets the value of the id field. Note that this
+// operation is only accepted on creation of Strconv entities.
+func (m *StrconvMutation) SetID(id int64) {
+	m.id = &id
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *StrconvMutation) ID() (id int64, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *StrconvMutation) IDs(ctx context.Context) ([]int64, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int64{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().Strconv.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetName sets the "name" field.
+func (m *StrconvMutation) SetName(s string) {
+	m.name = &s
+}
+
+// Name returns the value of the "name" field in the mutation.
+func (m *StrconvMutation) Name() (r string, exists bool) {
+	v := m.name
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldName returns the old "name" field's value of the Strconv entity.
+// If the Strconv object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *StrconvMutation) OldName(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldName is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldName requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldName: %w", err)
+	}
+	return oldValue.Name, nil
+}
+
+// ResetName resets all changes to the "name" field.
+func (m *StrconvMutation) ResetName() {
+	m.name = nil
+}
+
+// SetPrevID sets the "prev_id" field.
+func (m *StrconvMutation) SetPrevID(i int64) {
+	m.prev = &i
+}
+
+// PrevID returns the value of the "prev_id" field in the mutation.
+func (m *StrconvMutation) PrevID() (r int64, exists bool) {
+	v := m.prev
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldPrevID returns the old "prev_id" field's value of the Strconv entity.
+// If the Strconv object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *StrconvMutation) OldPrevID(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldPrevID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldPrevID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldPrevID: %w", err)
+	}
+	return oldValue.PrevID, nil
+}
+
+// ClearPrevID clears the value of the "prev_id" field.
+func (m *StrconvMutation) ClearPrevID() {
+	m.prev = nil
+	m.clearedFields[strconv.FieldPrevID] = struct{}{}
+}
+
+// PrevIDCleared returns if the "prev_id" field was cleared in this mutation.
+func (m *StrconvMutation) PrevIDCleared() bool {
+	_, ok := m.clearedFields[strconv.FieldPrevID]
+	return ok
+}
+
+// ResetPrevID resets all changes to the "prev_id" field.
+func (m *StrconvMutation) ResetPrevID() {
+	m.prev = nil
+	delete(m.clearedFields, strconv.FieldPrevID)
+}
+
+// ClearPrev clears the "prev" edge to the Json entity.
+func (m *StrconvMutation) ClearPrev() {
+	m.clearedprev = true
+	m.clearedFields[strconv.FieldPrevID] = struct{}{}
+}
+
+// PrevCleared reports if the "prev" edge to the Json entity was cleared.
+func (m *StrconvMutation) PrevCleared() bool {
+	return m.PrevIDCleared() || m.clearedprev
+}
+
+// PrevIDs returns the "prev" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// PrevID instead. It exists only for internal usage by the builders.
+func (m *StrconvMutation) PrevIDs() (ids []int64) {
+	if id := m.prev; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetPrev resets all changes to the "prev" edge.
+func (m *StrconvMutation) ResetPrev() {
+	m.prev = nil
+	m.clearedprev = false
+}
+
+// Where appends a list predicates to the StrconvMutation builder.
+func (m *StrconvMutation) Where(ps ...predicate.Strconv) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the StrconvMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *StrconvMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.Strconv, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *StrconvMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *StrconvMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (Strconv).
+func (m *StrconvMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *StrconvMutation) Fields() []string {
+	fields := make([]string, 0, 2)
+	if m.name != nil {
+		fields = append(fields, strconv.FieldName)
+	}
+	if m.prev != nil {
+		fields = append(fields, strconv.FieldPrevID)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *StrconvMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case strconv.FieldName:
+		return m.Name()
+	case strconv.FieldPrevID:
+		return m.PrevID()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *StrconvMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case strconv.FieldName:
+		return m.OldName(ctx)
+	case strconv.FieldPrevID:
+		return m.OldPrevID(ctx)
+	}
+	return nil, fmt.Errorf("unknown Strconv field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *StrconvMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case strconv.FieldName:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetName(v)
+		return nil
+	case strconv.FieldPrevID:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetPrevID(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Strconv field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *StrconvMutation) AddedFields() []string {
+	var fields []string
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *StrconvMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *StrconvMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	}
+	return fmt.Errorf("unknown Strconv numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *StrconvMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(strconv.FieldPrevID) {
+		fields = append(fields, strconv.FieldPrevID)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *StrconvMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *StrconvMutation) ClearField(name string) error {
+	switch name {
+	case strconv.FieldPrevID:
+		m.ClearPrevID()
+		return nil
+	}
+	return fmt.Errorf("unknown Strconv nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *StrconvMutation) ResetField(name string) error {
+	switch name {
+	case strconv.FieldName:
+		m.ResetName()
+		return nil
+	case strconv.FieldPrevID:
+		m.ResetPrevID()
+		return nil
+	}
+	return fmt.Errorf("unknown Strconv field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *StrconvMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.prev != nil {
+		edges = append(edges, strconv.EdgePrev)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *StrconvMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case strconv.EdgePrev:
+		if id := m.prev; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *StrconvMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *StrconvMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *StrconvMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.clearedprev {
+		edges = append(edges, strconv.EdgePrev)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *StrconvMutation) EdgeCleared(name string) bool {
+	switch name {
+	case strconv.EdgePrev:
+		return m.clearedprev
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *StrconvMutation) ClearEdge(name string) error {
+	switch name {
+	case strconv.EdgePrev:
+		m.ClearPrev()
+		return nil
+	}
+	return fmt.Errorf("unknown Strconv unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *StrconvMutation) ResetEdge(name string) error {
+	switch name {
+	case strconv.EdgePrev:
+		m.ResetPrev()
+		return nil
+	}
+	return fmt.Errorf("unknown Strconv edge %s", name)
 }
 
 // WidgetMutation represents an operation that mutates the Widget nodes in the graph.

@@ -120,7 +120,7 @@ func (_c *PartCreate) createSpec() (*Part, *sqlgraph.CreateSpec) {
 	)
 	_spec.OnConflict = _c.conflict
 	if n := len(_spec.OnConflict); n > 0 {
-		_spec.OnConflict = append(_spec.OnConflict[:n:n], entflakeKeepID(part.FieldID))
+		_spec.OnConflict = append(_spec.OnConflict[:n:n], entflakeKeepID("id"))
 	}
 	if id, ok := _c.mutation.ID(); ok {
 		_node.ID = id
@@ -381,7 +381,7 @@ func (_c *PartCreateBulk) Save(ctx context.Context) ([]*Part, error) {
 					spec := &sqlgraph.BatchCreateSpec{Nodes: specs}
 					spec.OnConflict = _c.conflict
 					if n := len(spec.OnConflict); n > 0 {
-						spec.OnConflict = append(spec.OnConflict[:n:n], entflakeKeepID(part.FieldID))
+						spec.OnConflict = append(spec.OnConflict[:n:n], entflakeKeepID("id"))
 					}
 					entflakeKeepBatchIDs(_c.driver.Dialect(), spec)
 					// Invoke the actual operation on the latest mutation in the chain.

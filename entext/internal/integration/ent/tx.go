@@ -12,12 +12,26 @@ import (
 // Tx is a transactional client that is created by calling Client.Tx().
 type Tx struct {
 	config
+	// Builder is the client for interacting with the Builder builders.
+	Builder *BuilderClient
 	// Doc is the client for interacting with the Doc builders.
 	Doc *DocClient
+	// Json is the client for interacting with the Json builders.
+	Json *JSONClient
+	// Mutators is the client for interacting with the Mutators builders.
+	Mutators *MutatorsClient
+	// Node is the client for interacting with the Node builders.
+	Node *NodeClient
 	// Part is the client for interacting with the Part builders.
 	Part *PartClient
 	// Plain is the client for interacting with the Plain builders.
 	Plain *PlainClient
+	// Root is the client for interacting with the Root builders.
+	Root *RootClient
+	// Spec is the client for interacting with the Spec builders.
+	Spec *SpecClient
+	// Strconv is the client for interacting with the Strconv builders.
+	Strconv *StrconvClient
 	// Widget is the client for interacting with the Widget builders.
 	Widget *WidgetClient
 
@@ -151,9 +165,16 @@ func (tx *Tx) Client() *Client {
 }
 
 func (tx *Tx) init() {
+	tx.Builder = NewBuilderClient(tx.config)
 	tx.Doc = NewDocClient(tx.config)
+	tx.Json = NewJSONClient(tx.config)
+	tx.Mutators = NewMutatorsClient(tx.config)
+	tx.Node = NewNodeClient(tx.config)
 	tx.Part = NewPartClient(tx.config)
 	tx.Plain = NewPlainClient(tx.config)
+	tx.Root = NewRootClient(tx.config)
+	tx.Spec = NewSpecClient(tx.config)
+	tx.Strconv = NewStrconvClient(tx.config)
 	tx.Widget = NewWidgetClient(tx.config)
 }
 
@@ -164,7 +185,7 @@ func (tx *Tx) init() {
 // of them in order to commit or rollback the transaction.
 //
 // If a closed transaction is embedded in one of the generated entities, and the entity
-// applies a query, for example: Doc.QueryXXX(), the query will be executed
+// applies a query, for example: Builder.QueryXXX(), the query will be executed
 // through the driver which created this transaction.
 //
 // Note that txDriver is not goroutine safe.

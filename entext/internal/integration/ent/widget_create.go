@@ -142,7 +142,7 @@ func (_c *WidgetCreate) createSpec() (*Widget, *sqlgraph.CreateSpec) {
 	)
 	_spec.OnConflict = _c.conflict
 	if n := len(_spec.OnConflict); n > 0 {
-		_spec.OnConflict = append(_spec.OnConflict[:n:n], entflakeKeepID(widget.FieldID))
+		_spec.OnConflict = append(_spec.OnConflict[:n:n], entflakeKeepID("id"))
 	}
 	if id, ok := _c.mutation.ID(); ok {
 		_node.ID = id
@@ -407,7 +407,7 @@ func (_c *WidgetCreateBulk) Save(ctx context.Context) ([]*Widget, error) {
 					spec := &sqlgraph.BatchCreateSpec{Nodes: specs}
 					spec.OnConflict = _c.conflict
 					if n := len(spec.OnConflict); n > 0 {
-						spec.OnConflict = append(spec.OnConflict[:n:n], entflakeKeepID(widget.FieldID))
+						spec.OnConflict = append(spec.OnConflict[:n:n], entflakeKeepID("id"))
 					}
 					entflakeKeepBatchIDs(_c.driver.Dialect(), spec)
 					// Invoke the actual operation on the latest mutation in the chain.

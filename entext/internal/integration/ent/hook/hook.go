@@ -9,6 +9,18 @@ import (
 	"github.com/entflake/entflake/entext/internal/integration/ent"
 )
 
+// The BuilderFunc type is an adapter to allow the use of ordinary
+// function as Builder mutator.
+type BuilderFunc func(context.Context, *ent.BuilderMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f BuilderFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.BuilderMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.BuilderMutation", m)
+}
+
 // The DocFunc type is an adapter to allow the use of ordinary
 // function as Doc mutator.
 type DocFunc func(context.Context, *ent.DocMutation) (ent.Value, error)
@@ -19,6 +31,42 @@ func (f DocFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) 
 		return f(ctx, mv)
 	}
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.DocMutation", m)
+}
+
+// The JsonFunc type is an adapter to allow the use of ordinary
+// function as Json mutator.
+type JsonFunc func(context.Context, *ent.JSONMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f JsonFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.JSONMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.JSONMutation", m)
+}
+
+// The MutatorsFunc type is an adapter to allow the use of ordinary
+// function as Mutators mutator.
+type MutatorsFunc func(context.Context, *ent.MutatorsMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f MutatorsFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.MutatorsMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.MutatorsMutation", m)
+}
+
+// The NodeFunc type is an adapter to allow the use of ordinary
+// function as Node mutator.
+type NodeFunc func(context.Context, *ent.NodeMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f NodeFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.NodeMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.NodeMutation", m)
 }
 
 // The PartFunc type is an adapter to allow the use of ordinary
@@ -43,6 +91,42 @@ func (f PlainFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error
 		return f(ctx, mv)
 	}
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.PlainMutation", m)
+}
+
+// The RootFunc type is an adapter to allow the use of ordinary
+// function as Root mutator.
+type RootFunc func(context.Context, *ent.RootMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f RootFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.RootMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.RootMutation", m)
+}
+
+// The SpecFunc type is an adapter to allow the use of ordinary
+// function as Spec mutator.
+type SpecFunc func(context.Context, *ent.SpecMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f SpecFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.SpecMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.SpecMutation", m)
+}
+
+// The StrconvFunc type is an adapter to allow the use of ordinary
+// function as Strconv mutator.
+type StrconvFunc func(context.Context, *ent.StrconvMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f StrconvFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.StrconvMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.StrconvMutation", m)
 }
 
 // The WidgetFunc type is an adapter to allow the use of ordinary

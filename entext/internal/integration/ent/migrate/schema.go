@@ -8,6 +8,17 @@ import (
 )
 
 var (
+	// BuildersColumns holds the columns for the "builders" table.
+	BuildersColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt64, SchemaType: map[string]string{"sqlite3": "bigint"}},
+		{Name: "name", Type: field.TypeString, Unique: true},
+	}
+	// BuildersTable holds the schema information for the "builders" table.
+	BuildersTable = &schema.Table{
+		Name:       "builders",
+		Columns:    BuildersColumns,
+		PrimaryKey: []*schema.Column{BuildersColumns[0]},
+	}
 	// DocsColumns holds the columns for the "docs" table.
 	DocsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt64, SchemaType: map[string]string{"sqlite3": "bigint"}},
@@ -18,6 +29,66 @@ var (
 		Name:       "docs",
 		Columns:    DocsColumns,
 		PrimaryKey: []*schema.Column{DocsColumns[0]},
+	}
+	// JsonsColumns holds the columns for the "jsons" table.
+	JsonsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt64, SchemaType: map[string]string{"sqlite3": "bigint"}},
+		{Name: "name", Type: field.TypeString, Unique: true},
+		{Name: "prev_id", Type: field.TypeInt64, Nullable: true, SchemaType: map[string]string{"sqlite3": "bigint"}},
+	}
+	// JsonsTable holds the schema information for the "jsons" table.
+	JsonsTable = &schema.Table{
+		Name:       "jsons",
+		Columns:    JsonsColumns,
+		PrimaryKey: []*schema.Column{JsonsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "jsons_roots_next",
+				Columns:    []*schema.Column{JsonsColumns[2]},
+				RefColumns: []*schema.Column{RootsColumns[0]},
+				OnDelete:   schema.SetNull,
+			},
+		},
+	}
+	// MutatorsColumns holds the columns for the "mutators" table.
+	MutatorsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt64, SchemaType: map[string]string{"sqlite3": "bigint"}},
+		{Name: "name", Type: field.TypeString, Unique: true},
+		{Name: "prev_id", Type: field.TypeInt64, Nullable: true, SchemaType: map[string]string{"sqlite3": "bigint"}},
+	}
+	// MutatorsTable holds the schema information for the "mutators" table.
+	MutatorsTable = &schema.Table{
+		Name:       "mutators",
+		Columns:    MutatorsColumns,
+		PrimaryKey: []*schema.Column{MutatorsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "mutators_nodes_next",
+				Columns:    []*schema.Column{MutatorsColumns[2]},
+				RefColumns: []*schema.Column{NodesColumns[0]},
+				OnDelete:   schema.SetNull,
+			},
+		},
+	}
+	// NodesColumns holds the columns for the "nodes" table.
+	NodesColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt64, SchemaType: map[string]string{"sqlite3": "bigint"}},
+		{Name: "name", Type: field.TypeString, Unique: true},
+		{Name: "prev_id", Type: field.TypeInt64, Nullable: true, SchemaType: map[string]string{"sqlite3": "bigint"}},
+	}
+	// NodesTable holds the schema information for the "nodes" table.
+	NodesTable = &schema.Table{
+		Name:       "nodes",
+		Columns:    NodesColumns,
+		PrimaryKey: []*schema.Column{NodesColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "nodes_specs_next",
+				Columns:    []*schema.Column{NodesColumns[2]},
+				RefColumns: []*schema.Column{SpecsColumns[0]},
+				OnDelete:   schema.SetNull,
+			},
+		},
 	}
 	// PartsColumns holds the columns for the "parts" table.
 	PartsColumns = []*schema.Column{
@@ -50,6 +121,66 @@ var (
 		Columns:    PlainsColumns,
 		PrimaryKey: []*schema.Column{PlainsColumns[0]},
 	}
+	// RootsColumns holds the columns for the "roots" table.
+	RootsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt64, SchemaType: map[string]string{"sqlite3": "bigint"}},
+		{Name: "name", Type: field.TypeString, Unique: true},
+		{Name: "prev_id", Type: field.TypeInt64, Nullable: true, SchemaType: map[string]string{"sqlite3": "bigint"}},
+	}
+	// RootsTable holds the schema information for the "roots" table.
+	RootsTable = &schema.Table{
+		Name:       "roots",
+		Columns:    RootsColumns,
+		PrimaryKey: []*schema.Column{RootsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "roots_mutators_next",
+				Columns:    []*schema.Column{RootsColumns[2]},
+				RefColumns: []*schema.Column{MutatorsColumns[0]},
+				OnDelete:   schema.SetNull,
+			},
+		},
+	}
+	// SpecsColumns holds the columns for the "specs" table.
+	SpecsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt64, SchemaType: map[string]string{"sqlite3": "bigint"}},
+		{Name: "name", Type: field.TypeString, Unique: true},
+		{Name: "prev_id", Type: field.TypeInt64, Nullable: true, SchemaType: map[string]string{"sqlite3": "bigint"}},
+	}
+	// SpecsTable holds the schema information for the "specs" table.
+	SpecsTable = &schema.Table{
+		Name:       "specs",
+		Columns:    SpecsColumns,
+		PrimaryKey: []*schema.Column{SpecsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "specs_builders_next",
+				Columns:    []*schema.Column{SpecsColumns[2]},
+				RefColumns: []*schema.Column{BuildersColumns[0]},
+				OnDelete:   schema.SetNull,
+			},
+		},
+	}
+	// StrconvsColumns holds the columns for the "strconvs" table.
+	StrconvsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt64, SchemaType: map[string]string{"sqlite3": "bigint"}},
+		{Name: "name", Type: field.TypeString, Unique: true},
+		{Name: "prev_id", Type: field.TypeInt64, Nullable: true, SchemaType: map[string]string{"sqlite3": "bigint"}},
+	}
+	// StrconvsTable holds the schema information for the "strconvs" table.
+	StrconvsTable = &schema.Table{
+		Name:       "strconvs",
+		Columns:    StrconvsColumns,
+		PrimaryKey: []*schema.Column{StrconvsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "strconvs_jsons_next",
+				Columns:    []*schema.Column{StrconvsColumns[2]},
+				RefColumns: []*schema.Column{JsonsColumns[0]},
+				OnDelete:   schema.SetNull,
+			},
+		},
+	}
 	// WidgetsColumns holds the columns for the "widgets" table.
 	WidgetsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt64, SchemaType: map[string]string{"sqlite3": "bigint"}},
@@ -64,13 +195,26 @@ var (
 	}
 	// Tables holds all the tables in the schema.
 	Tables = []*schema.Table{
+		BuildersTable,
 		DocsTable,
+		JsonsTable,
+		MutatorsTable,
+		NodesTable,
 		PartsTable,
 		PlainsTable,
+		RootsTable,
+		SpecsTable,
+		StrconvsTable,
 		WidgetsTable,
 	}
 )
 
 func init() {
+	JsonsTable.ForeignKeys[0].RefTable = RootsTable
+	MutatorsTable.ForeignKeys[0].RefTable = NodesTable
+	NodesTable.ForeignKeys[0].RefTable = SpecsTable
 	PartsTable.ForeignKeys[0].RefTable = WidgetsTable
+	RootsTable.ForeignKeys[0].RefTable = MutatorsTable
+	SpecsTable.ForeignKeys[0].RefTable = BuildersTable
+	StrconvsTable.ForeignKeys[0].RefTable = JsonsTable
 }

@@ -6,14 +6,35 @@ import (
 	"entgo.io/ent/dialect/sql"
 )
 
+// Builder is the predicate function for builder builders.
+type Builder func(*sql.Selector)
+
 // Doc is the predicate function for doc builders.
 type Doc func(*sql.Selector)
+
+// Json is the predicate function for json builders.
+type Json func(*sql.Selector)
+
+// Mutators is the predicate function for mutators builders.
+type Mutators func(*sql.Selector)
+
+// Node is the predicate function for node builders.
+type Node func(*sql.Selector)
 
 // Part is the predicate function for part builders.
 type Part func(*sql.Selector)
 
 // Plain is the predicate function for plain builders.
 type Plain func(*sql.Selector)
+
+// Root is the predicate function for root builders.
+type Root func(*sql.Selector)
+
+// Spec is the predicate function for spec builders.
+type Spec func(*sql.Selector)
+
+// Strconv is the predicate function for strconv builders.
+type Strconv func(*sql.Selector)
 
 // Widget is the predicate function for widget builders.
 type Widget func(*sql.Selector)

@@ -1,5 +1,7 @@
 // Package schema is the ent schema of entext's integration tests: every way
-// an entity type meets the SnowflakeID mixin, and one that does not.
+// an entity type meets the SnowflakeID mixin, and one that does not (this
+// file), and types named after identifiers in scope where entext's
+// templates expand (names.go).
 package schema
 
 import (
