@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -21,16 +22,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/entflake/entflake/internal/dbtest"
 )
 
-// TestMain doubles as a storm child process (see TestStorm).
+// TestMain doubles as a storm child process (see TestStorm). go-sql-driver
+// logs every connection the tests break on purpose; its log is silenced.
 func TestMain(m *testing.M) {
+	_ = mysql.SetLogger(log.New(io.Discard, "", 0))
 	if plan := os.Getenv("ENTFLAKE_STORM_CHILD"); plan != "" {
 		os.Exit(stormChild(plan))
+	}
+	if plan := os.Getenv("ENTFLAKE_LIVE_CHILD"); plan != "" {
+		os.Exit(liveChild(plan))
 	}
 	os.Exit(m.Run())
 }

@@ -20,6 +20,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -381,4 +383,173 @@ func (d *DB) KillLease(t testing.TB, stmt string) bool {
 	}
 	t.Errorf("no session of %s waited on sys_sequence", d.Name)
 	return false
+}
+
+// Proxy relays TCP from a loopback port to a database server, and can break
+// the way between them on demand, as a network or a failover would, without
+// touching the server (other packages' tests share it).
+type Proxy struct {
+	ln     net.Listener
+	target string
+	mode   atomic.Int32 // proxyPass, proxyBlackhole or proxyCut
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+}
+
+const (
+	proxyPass      = iota // relay both ways
+	proxyBlackhole        // accept and read, deliver nothing either way
+	proxyCut              // close every connection, and each new one at once
+)
+
+// NewProxy listens on a free loopback port and relays to target
+// (host:port). It stops when the test ends.
+func NewProxy(t testing.TB, target string) *Proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	t.Cleanup(func() {
+		ln.Close()
+		p.closeAll()
+	})
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			if p.mode.Load() == proxyCut {
+				c.Close()
+				continue
+			}
+			go p.relay(c)
+		}
+	}()
+	return p
+}
+
+// Addr is the proxy's host:port.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// Pass relays again; connections opened from now on work.
+func (p *Proxy) Pass() { p.mode.Store(proxyPass) }
+
+// Blackhole swallows everything from now on, on every connection, old and
+// new: statements wait for answers that never come.
+func (p *Proxy) Blackhole() { p.mode.Store(proxyBlackhole) }
+
+// Cut closes every connection and refuses new ones (they are closed as soon
+// as they are accepted), as when the server's connections are killed.
+func (p *Proxy) Cut() {
+	p.mode.Store(proxyCut)
+	p.closeAll()
+}
+
+func (p *Proxy) closeAll() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		c.Close()
+	}
+}
+
+func (p *Proxy) track(c net.Conn, on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if on {
+		p.conns[c] = struct{}{}
+	} else {
+		delete(p.conns, c)
+	}
+}
+
+func (p *Proxy) relay(client net.Conn) {
+	server, err := net.Dial("tcp", p.target)
+	if err != nil {
+		client.Close()
+		return
+	}
+	p.track(client, true)
+	p.track(server, true)
+	var once sync.Once
+	done := func() {
+		once.Do(func() {
+			client.Close()
+			server.Close()
+			p.track(client, false)
+			p.track(server, false)
+		})
+	}
+	pipe := func(dst, src net.Conn) {
+		defer done()
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := src.Read(buf)
+			if n > 0 && p.mode.Load() == proxyPass {
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}
+	go pipe(server, client)
+	pipe(client, server)
+}
+
+// Via returns a pool on d's database that connects through addr (a Proxy's
+// address) instead of the server's own; it is closed with the test.
+func (d *DB) Via(t testing.TB, addr string) *sql.DB {
+	t.Helper()
+	var dsn string
+	switch d.Driver {
+	case "mysql":
+		cfg, err := mysql.ParseDSN(d.DSN)
+		if err != nil {
+			t.Fatalf("mysql DSN: %v", err)
+		}
+		cfg.Addr = addr
+		dsn = cfg.FormatDSN()
+	case "pgx":
+		u, err := url.Parse(d.DSN)
+		if err != nil {
+			t.Fatalf("postgres DSN: %v", err)
+		}
+		u.Host = addr
+		dsn = u.String()
+	default:
+		t.Fatalf("no server for %s", d.Driver)
+	}
+	db, err := sql.Open(d.Driver, dsn)
+	if err != nil {
+		t.Fatalf("open %s: %v", d.Driver, err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// ServerAddr is the host:port of d's server.
+func (d *DB) ServerAddr(t testing.TB) string {
+	t.Helper()
+	switch d.Driver {
+	case "mysql":
+		cfg, err := mysql.ParseDSN(d.DSN)
+		if err != nil {
+			t.Fatalf("mysql DSN: %v", err)
+		}
+		return cfg.Addr
+	case "pgx":
+		u, err := url.Parse(d.DSN)
+		if err != nil {
+			t.Fatalf("postgres DSN: %v", err)
+		}
+		return u.Host
+	}
+	t.Fatalf("no server for %s", d.Driver)
+	return ""
 }

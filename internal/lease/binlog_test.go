@@ -1,0 +1,125 @@
+package lease
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"entgo.io/ent/dialect"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/entflake/entflake/internal/dbtest"
+)
+
+// statementServer starts a MariaDB server of the test's own, on a free
+// loopback port, that logs its binary log in STATEMENT format, and stops it
+// (by its pid) when the test ends. It fails the test in CI when the server
+// cannot be started, and skips it elsewhere.
+func statementServer(t *testing.T) (dsn string) {
+	t.Helper()
+	unavailable := func(format string, args ...any) {
+		t.Helper()
+		if os.Getenv("CI") == "true" {
+			t.Fatalf(format, args...)
+		}
+		t.Skipf(format, args...)
+	}
+	for _, bin := range []string{"mariadb-install-db", "mariadbd"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			if _, err := os.Stat("/usr/sbin/" + bin); err != nil {
+				unavailable("%s not found: %v", bin, err)
+			}
+		}
+	}
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	install := exec.Command("mariadb-install-db", "--no-defaults", "--datadir="+data,
+		"--auth-root-authentication-method=normal", "--user=root", "--skip-test-db")
+	if out, err := install.CombinedOutput(); err != nil {
+		unavailable("mariadb-install-db: %v\n%s", err, out)
+	}
+	addr := dbtest.ClosedPort(t)
+	_, port, _ := strings.Cut(addr, ":")
+	mariadbd := "mariadbd"
+	if _, err := exec.LookPath(mariadbd); err != nil {
+		mariadbd = "/usr/sbin/mariadbd"
+	}
+	server := exec.Command(mariadbd, "--no-defaults", "--user=root", "--datadir="+data,
+		"--socket="+filepath.Join(dir, "sock"), "--port="+port, "--bind-address=127.0.0.1", "--skip-name-resolve",
+		"--log-bin="+filepath.Join(dir, "binlog"), "--binlog-format=STATEMENT", "--server-id=2",
+		"--innodb-buffer-pool-size=32M", "--log-error="+filepath.Join(dir, "error.log"))
+	require.NoError(t, server.Start())
+	t.Cleanup(func() {
+		_ = server.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = server.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = server.Process.Kill()
+			<-done
+		}
+	})
+	admin, err := sql.Open("mysql", "root@tcp("+addr+")/")
+	require.NoError(t, err)
+	defer admin.Close()
+	deadline := time.Now().Add(60 * time.Second)
+	for admin.Ping() != nil {
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(filepath.Join(dir, "error.log"))
+			t.Fatalf("the test's MariaDB did not answer in 60 s:\n%s", log)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	_, err = admin.Exec("CREATE DATABASE lease")
+	require.NoError(t, err)
+	return "root@tcp(" + addr + ")/lease?parseTime=true"
+}
+
+// TestBinlogStatement: a server that logs statements refuses writes in READ
+// COMMITTED transactions (error 1665); every step of the lease works there:
+// creating the tables, concurrent takes, renewals, the release, and the
+// lifetime lease.
+func TestBinlogStatement(t *testing.T) {
+	db, err := sql.Open("mysql", statementServer(t))
+	require.NoError(t, err)
+	defer db.Close()
+	var format string
+	require.NoError(t, db.QueryRow("SELECT @@binlog_format").Scan(&format))
+	require.Equal(t, "STATEMENT", format)
+
+	ctx := context.Background()
+	first := take(t, request(db, dialect.MySQL, "svc"))
+	assert.NotEmpty(t, first.Created)
+
+	// The setup is what the issue describes: READ COMMITTED writes fail.
+	tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	require.NoError(t, err)
+	_, err = tx.Exec("UPDATE sys_sequence SET updated_at = NOW() WHERE service_name = '__global__'")
+	require.ErrorContains(t, err, "1665")
+	require.NoError(t, tx.Rollback())
+
+	db.SetMaxOpenConns(8)
+	vals := takeConcurrently(t, 32, func(ctx context.Context) (int64, error) {
+		s, err := Take(ctx, request(db, dialect.MySQL, "storm"))
+		return s.WorkerID, err
+	})
+	assert.Equal(t, 32, distinct(append(vals, first.WorkerID))-1)
+
+	h := Holding{DB: db, Dialect: dialect.MySQL, WorkerID: first.WorkerID, Fence: first.Fence}
+	require.NoError(t, Renew(ctx, h, 60_000, first.Promise+1000))
+	require.NoError(t, Audit(ctx, db, dialect.MySQL, "svc", "svc@h@1@1", first.WorkerID))
+	require.NoError(t, Release(ctx, h, first.Promise))
+	var expires int64
+	require.NoError(t, db.QueryRow(fmt.Sprintf("SELECT expires_ms FROM sys_sequence_slot WHERE worker_id = %d", first.WorkerID)).Scan(&expires))
+	assert.Zero(t, expires)
+	mustTakeForLife(t, request(db, dialect.MySQL, "life"))
+}
