@@ -52,8 +52,8 @@ func (k *keeper) start() {
 func (k *keeper) run(ctx context.Context) {
 	defer close(k.done)
 	wait := k.hb.Retry
+	audit := k.hold != nil // the slot Open took: record it with the first renewal, off the start-up path
 	if k.hold != nil {
-		k.audit(ctx)
 		wait = k.hb.Interval
 	}
 	t := time.NewTimer(wait)
@@ -66,6 +66,10 @@ func (k *keeper) run(ctx context.Context) {
 		}
 		if k.hold != nil {
 			wait = k.renew(ctx)
+			if audit && k.hold != nil {
+				k.audit(ctx)
+			}
+			audit = false
 		} else {
 			wait = k.acquire(ctx)
 		}

@@ -26,6 +26,7 @@ func openMariaDB(tb testing.TB) *ent.Client {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	tb.Cleanup(func() { _ = g.Close() })
 	if g.Source() != entflake.SourceLease {
 		tb.Fatalf("worker id from %s, not the lease", g.Source())
 	}

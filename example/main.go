@@ -62,6 +62,14 @@ func run(ctx context.Context, w io.Writer, logger *slog.Logger, driverName, dsn,
 	if err != nil {
 		return err
 	}
+	// Close the generator before the database (deferred calls run in
+	// reverse): it stops issuing, then frees its worker id at once, leaving
+	// the last millisecond it issued in for the next holder.
+	defer func() {
+		if err := gen.Close(); err != nil {
+			logger.Warn("entflake: close", slog.String("error", err.Error()))
+		}
+	}()
 	client := ent.NewClient(ent.Driver(drv), ent.IDGenerator(gen))
 
 	if err := migrate(ctx, db, dialectName, client); err != nil {

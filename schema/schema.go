@@ -19,7 +19,7 @@
 //	  promise_ms   BIGINT NOT NULL DEFAULT 0,         -- the highest ID time (Unix ms) its holder may issue
 //	  layout       VARCHAR(64) NULL,                  -- the holder's bit split and epoch
 //	  updated_at   DATETIME NOT NULL DEFAULT CURRENT_TIMESTAMP,
-//	  INDEX sys_sequence_slot_expires_ms (expires_ms))
+//	  INDEX sys_sequence_slot_layout (layout, expires_ms))
 //
 // The columns of sys_sequence are those of the Java allocator this design
 // comes from, so Go and Java services can share one table and one counter.
@@ -52,9 +52,10 @@ const (
 	// SlotTableName is the table of worker-id slots: who holds which worker
 	// id, until when, and how far its IDs may go.
 	SlotTableName = "sys_sequence_slot"
-	// SlotExpiresIndex indexes the slots by expiry, so that finding the live
-	// ones (the layout guard, counting live holders) reads only those.
-	SlotExpiresIndex = "sys_sequence_slot_expires_ms"
+	// SlotLayoutIndex indexes the slots by layout and expiry: the layout
+	// guard at every take looks for a live slot with another layout than
+	// its own, and finds none (the usual case) without reading the rows.
+	SlotLayoutIndex = "sys_sequence_slot_layout"
 	// PoolService is the service_name of the one row every service takes its
 	// worker id from.
 	PoolService = "__global__"
@@ -134,6 +135,10 @@ func SlotTable() *entschema.Table {
 		SchemaType: types("int", "integer", "integer"),
 	}
 	expires := bigint(ColumnExpiresMs)
+	layout := &entschema.Column{
+		Name: ColumnLayout, Type: field.TypeString, Size: LayoutSize, Nullable: true,
+		SchemaType: varchar(LayoutSize),
+	}
 	return &entschema.Table{
 		Name: SlotTableName,
 		Columns: []*entschema.Column{
@@ -151,14 +156,11 @@ func SlotTable() *entschema.Table {
 			bigint(ColumnTakenMs),
 			expires,
 			bigint(ColumnPromiseMs),
-			{
-				Name: ColumnLayout, Type: field.TypeString, Size: LayoutSize, Nullable: true,
-				SchemaType: varchar(LayoutSize),
-			},
+			layout,
 			updatedAt(),
 		},
 		PrimaryKey: []*entschema.Column{workerID},
-		Indexes:    []*entschema.Index{{Name: SlotExpiresIndex, Columns: []*entschema.Column{expires}}},
+		Indexes:    []*entschema.Index{{Name: SlotLayoutIndex, Columns: []*entschema.Column{layout, expires}}},
 	}
 }
 

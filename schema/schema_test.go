@@ -30,7 +30,7 @@ func TestCreateStatements(t *testing.T) {
 				"`taken_ms` bigint NOT NULL DEFAULT 0, `expires_ms` bigint NOT NULL DEFAULT 0, " +
 				"`promise_ms` bigint NOT NULL DEFAULT 0, `layout` varchar(64) NULL, " +
 				"`updated_at` datetime NOT NULL DEFAULT CURRENT_TIMESTAMP, PRIMARY KEY (`worker_id`), " +
-				"INDEX `sys_sequence_slot_expires_ms` (`expires_ms`)) DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
+				"INDEX `sys_sequence_slot_layout` (`layout`, `expires_ms`)) DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
 		},
 		dialect.Postgres: {
 			`CREATE TABLE IF NOT EXISTS "sys_sequence" ("service_name" varchar(64) NOT NULL, ` +
@@ -42,7 +42,7 @@ func TestCreateStatements(t *testing.T) {
 				`"taken_ms" bigint NOT NULL DEFAULT 0, "expires_ms" bigint NOT NULL DEFAULT 0, ` +
 				`"promise_ms" bigint NOT NULL DEFAULT 0, "layout" varchar(64) NULL, ` +
 				`"updated_at" timestamp with time zone NOT NULL DEFAULT CURRENT_TIMESTAMP, PRIMARY KEY ("worker_id"))`,
-			`CREATE INDEX IF NOT EXISTS "sys_sequence_slot_expires_ms" ON "sys_sequence_slot" ("expires_ms")`,
+			`CREATE INDEX IF NOT EXISTS "sys_sequence_slot_layout" ON "sys_sequence_slot" ("layout", "expires_ms")`,
 		},
 		dialect.SQLite: {
 			`CREATE TABLE IF NOT EXISTS "sys_sequence" ("service_name" varchar(64) NOT NULL, ` +
@@ -54,7 +54,7 @@ func TestCreateStatements(t *testing.T) {
 				`"taken_ms" integer NOT NULL DEFAULT 0, "expires_ms" integer NOT NULL DEFAULT 0, ` +
 				`"promise_ms" integer NOT NULL DEFAULT 0, "layout" varchar(64) NULL, ` +
 				`"updated_at" datetime NOT NULL DEFAULT CURRENT_TIMESTAMP, PRIMARY KEY ("worker_id"))`,
-			`CREATE INDEX IF NOT EXISTS "sys_sequence_slot_expires_ms" ON "sys_sequence_slot" ("expires_ms")`,
+			`CREATE INDEX IF NOT EXISTS "sys_sequence_slot_layout" ON "sys_sequence_slot" ("layout", "expires_ms")`,
 		},
 	}
 	for d, w := range want {

@@ -366,7 +366,7 @@ func (d *DB) KillLease(t testing.TB, stmt string) bool {
 	admin, find := MySQLAdmin, "SELECT ID FROM information_schema.PROCESSLIST WHERE DB = ? AND INFO LIKE 'UPDATE sys_sequence%'"
 	if d.Driver == "pgx" {
 		admin, find = PostgresAdmin, "SELECT pid FROM pg_stat_activity "+
-			"WHERE datname = $1 AND query LIKE 'UPDATE sys_sequence%' AND wait_event_type = 'Lock'"
+			"WHERE datname = $1 AND query LIKE '%UPDATE sys_sequence SET worker_id%' AND wait_event_type = 'Lock'"
 	}
 	a := admin(t)
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {

@@ -37,6 +37,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -141,6 +142,11 @@ var (
 	ErrNoPoolRow = errors.New("pool row missing after re-seeding")
 )
 
+// layoutChars are the characters a layout may have: it is written into the
+// text of the slot's read (see sqlText.readSlot), and none of these can end
+// a quoted string.
+const layoutChars = "0123456789/ :.TZ-"
+
 // foreverMs stands for "no expiry" and "no limit" in milliseconds: far
 // beyond any clock, yet far from overflowing when added to one.
 const foreverMs = int64(1) << 61
@@ -174,8 +180,8 @@ func (r *Request) validate() error {
 	if r.Explicit && (r.WorkerID < 0 || r.WorkerID >= r.Workers) {
 		return fmt.Errorf("lease: worker id %d is outside 0..%d", r.WorkerID, r.Workers-1)
 	}
-	if r.Layout == "" || utf8.RuneCountInString(r.Layout) > schema.LayoutSize {
-		return fmt.Errorf("lease: layout must have 1 to %d characters, got %q", schema.LayoutSize, r.Layout)
+	if r.Layout == "" || len(r.Layout) > schema.LayoutSize || strings.Trim(r.Layout, layoutChars) != "" {
+		return fmt.Errorf("lease: layout must have 1 to %d of the characters %q, got %q", schema.LayoutSize, layoutChars, r.Layout)
 	}
 	if r.TTL < 0 || r.Horizon < 0 {
 		return fmt.Errorf("lease: negative TTL %v or horizon %v", r.TTL, r.Horizon)
@@ -290,7 +296,7 @@ func takeForLife(ctx context.Context, r *Request) (l Lease, err error) {
 	for attempt := 0; ; attempt++ {
 		err = readClock(&l.Clock, r.Now, func(dbMs *int64) error {
 			var err error
-			l.WorkerID, err = s.counter(ctx)
+			l.WorkerID, err = s.durableCounter(ctx)
 			if err == nil {
 				err = s.conn.QueryRowContext(ctx, "SELECT "+s.nowMs).Scan(dbMs)
 			}

@@ -583,7 +583,8 @@ func TestRequestValidation(t *testing.T) {
 		"long instance":   {func(r *Request) { r.Instance = strings.Repeat("i", 129) }, "instance tag"},
 		"one worker":      {func(r *Request) { r.Workers = 1 }, "worker range 1"},
 		"no layout":       {func(r *Request) { r.Layout = "" }, "layout must have"},
-		"long layout":     {func(r *Request) { r.Layout = strings.Repeat("l", 65) }, "layout must have"},
+		"long layout":     {func(r *Request) { r.Layout = strings.Repeat("1", 65) }, "layout must have"},
+		"quote in layout": {func(r *Request) { r.Layout = "0/10/12 2024'" }, "layout must have"},
 		"explicit range":  {func(r *Request) { r.Explicit, r.WorkerID = true, 1024 }, "worker id 1024 is outside 0..1023"},
 		"negative TTL":    {func(r *Request) { r.TTL = -time.Second }, "negative TTL"},
 	} {

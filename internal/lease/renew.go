@@ -34,17 +34,21 @@ type Holding struct {
 // connection held by a long transaction delays it, without a connection
 // being kept from the application.
 func Renew(ctx context.Context, h Holding, ttlMs, promiseMs int64) error {
-	return h.write(ctx, fmt.Sprintf(textFor(h.Dialect).renew, ttlMs, promiseMs, h.WorkerID, h.Fence), "renew")
+	q := textFor(h.Dialect)
+	stmt, args := q.with(q.renew, ttlMs, promiseMs, h.WorkerID, h.Fence)
+	return h.write(ctx, "renew", stmt, args...)
 }
 
 // Release frees the slot now and writes lastMs, the exact last millisecond
 // the holder issued in (Unix ms), as its promise: the next holder starts
 // above it. The holder must have stopped issuing first. ErrLost as Renew.
 func Release(ctx context.Context, h Holding, lastMs int64) error {
-	return h.write(ctx, fmt.Sprintf(textFor(h.Dialect).release, lastMs, h.WorkerID, h.Fence), "release")
+	q := textFor(h.Dialect)
+	stmt, args := q.with(q.release, lastMs, h.WorkerID, h.Fence)
+	return h.write(ctx, "release", stmt, args...)
 }
 
-func (h Holding) write(ctx context.Context, stmt, what string) error {
+func (h Holding) write(ctx context.Context, what, stmt string, args ...any) error {
 	var opts *sql.TxOptions
 	if h.Dialect == dialect.Postgres {
 		opts = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
@@ -54,7 +58,7 @@ func (h Holding) write(ctx context.Context, stmt, what string) error {
 		return fmt.Errorf("%s slot %d: begin: %w", what, h.WorkerID, err)
 	}
 	defer tx.Rollback()
-	res, err := tx.ExecContext(ctx, stmt)
+	res, err := tx.ExecContext(ctx, stmt, args...)
 	if missingTable(err) {
 		return fmt.Errorf("%w: %s slot %d: the table is gone: %v", ErrLost, what, h.WorkerID, err)
 	}

@@ -107,7 +107,20 @@ func discard(conn *sql.Conn) {
 // counter moves the '__global__' counter and returns its new value. A
 // missing row is put back once.
 func (s *session) counter(ctx context.Context) (int64, error) {
-	stmt := fmt.Sprintf(s.q.counter, s.r.Workers)
+	return s.move(ctx, s.q.counter)
+}
+
+// durableCounter is counter with a durable commit: the lifetime lease
+// hands out its value as the worker id.
+func (s *session) durableCounter(ctx context.Context) (int64, error) {
+	if s.q.counterDurable != "" {
+		return s.move(ctx, s.q.counterDurable)
+	}
+	return s.move(ctx, s.q.counter)
+}
+
+func (s *session) move(ctx context.Context, format string) (int64, error) {
+	stmt := fmt.Sprintf(format, s.r.Workers)
 	for attempt := 0; ; attempt++ {
 		v, found, err := s.count(ctx, stmt)
 		if err != nil {
@@ -172,8 +185,9 @@ type row struct {
 	instance  string
 	layout    string
 	nowMs     int64 // the database's clock when read (readSlot only)
-	// The lowest and highest layout among the live slots (readSlot only).
-	minLayout, maxLayout string
+	// A live slot with another layout than the request's, or -1 (readSlot
+	// only).
+	otherLayout int64
 }
 
 // live reports whether the slot was held when read: not expired on the
@@ -184,12 +198,13 @@ func (w row) live() bool { return w.exists && w.expiresMs >= w.nowMs }
 func (s *session) read(ctx context.Context, workerID int64, c *Clock) (row, error) {
 	w := row{workerID: workerID}
 	var (
-		fence, beats, expires, promise    sql.NullInt64
-		service, instance, layout, lo, hi sql.NullString
+		fence, beats, expires, promise, other sql.NullInt64
+		service, instance, layout             sql.NullString
 	)
 	run := func(dbMs *int64) error {
-		return s.conn.QueryRowContext(ctx, fmt.Sprintf(s.q.readSlot, workerID)).
-			Scan(&fence, &beats, &expires, &promise, &service, &instance, &layout, dbMs, &lo, &hi)
+		stmt, args := s.q.with(s.q.readSlot, workerID, s.r.Layout)
+		return s.conn.QueryRowContext(ctx, stmt, args...).
+			Scan(&fence, &beats, &expires, &promise, &service, &instance, &layout, dbMs, &other)
 	}
 	var err error
 	if c != nil {
@@ -204,7 +219,10 @@ func (s *session) read(ctx context.Context, workerID int64, c *Clock) (row, erro
 	w.exists = fence.Valid
 	w.fence, w.beats, w.expiresMs, w.promiseMs = fence.Int64, beats.Int64, expires.Int64, promise.Int64
 	w.service, w.instance, w.layout = service.String, instance.String, layout.String
-	w.minLayout, w.maxLayout = lo.String, hi.String
+	w.otherLayout = -1
+	if other.Valid {
+		w.otherLayout = other.Int64
+	}
 	return w, nil
 }
 

@@ -37,9 +37,14 @@ type sqlText struct {
 	// touches the row every starter shares, so the critical section on it is
 	// one statement long, whatever the rest of the lease does.
 	counter string
-	// readSlot: worker id. The slot (NULLs when its row does not exist
-	// yet), the database clock, and the lowest and highest layout among
-	// the live slots (the layout guard without a bound parameter).
+	// counterDurable is counter with a durable commit, where it differs:
+	// for the lifetime lease, whose worker id is the counter's value.
+	counterDurable string
+	// readSlot: worker id, layout (see with). The slot (NULLs when its row does not
+	// exist yet), the database clock, and the lowest worker id of a live
+	// slot with another layout (the layout guard). The layout is written
+	// into the text, not bound, so that the statement costs one round trip:
+	// Request.validate admits only the characters a layout is made of.
 	readSlot string
 	// claim: service, instance, layout, ttl ms, promise ms, worker id,
 	// beats, takeover (1 or 0). The compare-and-set of a take: it succeeds
@@ -59,20 +64,33 @@ type sqlText struct {
 	census string
 	// holder: bound worker id. Who holds a slot, for error messages.
 	holder string
-	// otherLayout: bound layout. A live holder with another layout.
-	otherLayout string
-	// renew: ttl ms, promise ms, worker id, fence. Keeps a slot live and
+	// renew: ttl ms, promise ms, worker id, fence (see with). Keeps a slot live and
 	// raises (never lowers) its promise. Every write moves beats, so that it
 	// always changes the row: go-sql-driver reports changed rows, not
 	// matched ones, and a write that changed nothing would read as lost.
 	renew string
-	// release: promise ms, worker id, fence. Frees the slot now and leaves
+	// release: promise ms, worker id, fence (see with). Frees the slot now and leaves
 	// the exact last issued millisecond as its promise.
 	release string
 	// audit: service, worker id, instance (bound; MySQL twice, for its ON
 	// DUPLICATE KEY UPDATE). The service's row in sys_sequence: who started
 	// last and which worker id it took.
 	audit string
+	// bind: readSlot, renew and release take their numbers as bound
+	// parameters (PostgreSQL: pgx prepares a statement once per
+	// connection and text, and a text that changed with every worker id
+	// would be prepared, and planned, at every call). Otherwise they are
+	// formatted into the text (go-sql-driver: one round trip, not two).
+	bind bool
+}
+
+// with returns a statement and its arguments: bound, or formatted into the
+// text (see bind).
+func (q *sqlText) with(format string, args ...any) (string, []any) {
+	if q.bind {
+		return format, args
+	}
+	return fmt.Sprintf(format, args...), nil
 }
 
 // nowMs is each dialect's database clock in Unix milliseconds. It is read
@@ -102,10 +120,16 @@ const slotColumns = "worker_id, service_name, instance, layout, fence, beats, ta
 // differences are the clock expression and the placeholders, and they have
 // no placeholders.
 const (
+	// The guard is written as two ranges of the (layout, expires_ms) index,
+	// which all three planners use (PostgreSQL does not use an index for
+	// <>): with every live slot on one layout, it reads no row at all.
+	//
+	// Its arguments: the clock, then the worker id's and the layout's
+	// placeholders (text for MySQL and SQLite, bound for PostgreSQL).
 	readSlotFormat = "SELECT s.fence, s.beats, s.expires_ms, s.promise_ms, s.service_name, s.instance, s.layout, k.now_ms, " +
-		"(SELECT MIN(layout) FROM sys_sequence_slot WHERE expires_ms >= k.now_ms), " +
-		"(SELECT MAX(layout) FROM sys_sequence_slot WHERE expires_ms >= k.now_ms) " +
-		"FROM (SELECT %%d AS worker_id, %s AS now_ms) AS k " +
+		"(SELECT MIN(o.worker_id) FROM sys_sequence_slot AS o " +
+		"WHERE (o.layout < %[3]s OR o.layout > %[3]s) AND o.expires_ms >= k.now_ms) " +
+		"FROM (SELECT %[2]s AS worker_id, %[1]s AS now_ms) AS k " +
 		"LEFT JOIN sys_sequence_slot AS s ON s.worker_id = k.worker_id"
 	candidatesFormat = "SELECT worker_id, fence, beats, promise_ms FROM sys_sequence_slot " +
 		"WHERE worker_id < %%[1]d AND expires_ms < %s " +
@@ -142,7 +166,7 @@ var mysqlText = sqlText{
 	// (pingcap/tidb#55965); it is checked there separately.
 	counter: "UPDATE sys_sequence SET worker_id = LAST_INSERT_ID((worker_id + 1) %% %d), updated_at = NOW() " +
 		"WHERE service_name = '__global__'",
-	readSlot: fmt.Sprintf(readSlotFormat, mysqlNowMs),
+	readSlot: fmt.Sprintf(readSlotFormat, mysqlNowMs, "%[1]d", "'%[2]s'"),
 	// MySQL evaluates WHERE on the row as it was, and SET left to right;
 	// no assignment here reads a column another one wrote.
 	claim: "UPDATE sys_sequence_slot SET fence = fence + 1, beats = beats + 1, service_name = ?, instance = ?, layout = ?, " +
@@ -154,8 +178,6 @@ var mysqlText = sqlText{
 	census:     fmt.Sprintf(censusFormat, mysqlNowMs),
 	holder: "SELECT fence, service_name, instance, expires_ms, promise_ms, layout, " + mysqlNowMs +
 		" FROM sys_sequence_slot WHERE worker_id = ?",
-	otherLayout: "SELECT worker_id, service_name, instance, layout FROM sys_sequence_slot " +
-		"WHERE expires_ms >= " + mysqlNowMs + " AND layout <> ? ORDER BY worker_id LIMIT 1",
 	renew: "UPDATE sys_sequence_slot SET beats = beats + 1, expires_ms = " + mysqlNowMs + " + %d, " +
 		"promise_ms = GREATEST(promise_ms, %d), updated_at = NOW() WHERE worker_id = %d AND fence = %d",
 	release: "UPDATE sys_sequence_slot SET beats = beats + 1, expires_ms = 0, promise_ms = %d, updated_at = NOW() " +
@@ -199,9 +221,21 @@ var pgText = sqlText{
 	// Run on its own it commits at once; under a REPEATABLE READ or
 	// SERIALIZABLE default a concurrent starter's update makes it fail with
 	// 40001, and the lease runs it again in a READ COMMITTED transaction.
-	counter: "UPDATE sys_sequence SET worker_id = (worker_id + 1) %% %d, updated_at = CURRENT_TIMESTAMP " +
+	//
+	// synchronous_commit is off for this statement's own transaction
+	// (set_config with is_local, which lasts until its commit): the row lock
+	// is then released without waiting for the WAL to reach the disk, so
+	// that starters do not queue behind one fsync each. A crash may lose the
+	// last few moves of the counter, which only says where a search starts;
+	// the slots, written with synchronous commits, decide. The lifetime
+	// lease, for which the counter's value is the worker id, keeps the
+	// durable commit (counterDurable).
+	counter: "WITH nosync AS (SELECT set_config('synchronous_commit', 'off', true)) " +
+		"UPDATE sys_sequence SET worker_id = (worker_id + 1) %% %d, updated_at = CURRENT_TIMESTAMP " +
+		"FROM nosync WHERE service_name = '__global__' RETURNING worker_id",
+	counterDurable: "UPDATE sys_sequence SET worker_id = (worker_id + 1) %% %d, updated_at = CURRENT_TIMESTAMP " +
 		"WHERE service_name = '__global__' RETURNING worker_id",
-	readSlot: fmt.Sprintf(readSlotFormat, pgNowMs),
+	readSlot: fmt.Sprintf(readSlotFormat, pgNowMs, "$1::integer", "$2::text"),
 	// PostgreSQL's SET sees the row as it was in every assignment.
 	claim: "UPDATE sys_sequence_slot SET fence = fence + 1, beats = beats + 1, service_name = $1, instance = $2, layout = $3, " +
 		"taken_ms = " + pgNowMs + ", expires_ms = " + pgNowMs + " + $4, promise_ms = $5, updated_at = CURRENT_TIMESTAMP " +
@@ -212,12 +246,11 @@ var pgText = sqlText{
 	census:     fmt.Sprintf(censusFormat, pgNowMs),
 	holder: "SELECT fence, service_name, instance, expires_ms, promise_ms, layout, " + pgNowMs +
 		" FROM sys_sequence_slot WHERE worker_id = $1",
-	otherLayout: "SELECT worker_id, service_name, instance, layout FROM sys_sequence_slot " +
-		"WHERE expires_ms >= " + pgNowMs + " AND layout <> $1 ORDER BY worker_id LIMIT 1",
-	renew: "UPDATE sys_sequence_slot SET beats = beats + 1, expires_ms = " + pgNowMs + " + %d, " +
-		"promise_ms = GREATEST(promise_ms, %d), updated_at = CURRENT_TIMESTAMP WHERE worker_id = %d AND fence = %d",
-	release: "UPDATE sys_sequence_slot SET beats = beats + 1, expires_ms = 0, promise_ms = %d, updated_at = CURRENT_TIMESTAMP " +
-		"WHERE worker_id = %d AND fence = %d",
+	renew: "UPDATE sys_sequence_slot SET beats = beats + 1, expires_ms = " + pgNowMs + " + $1, " +
+		"promise_ms = GREATEST(promise_ms, $2), updated_at = CURRENT_TIMESTAMP WHERE worker_id = $3 AND fence = $4",
+	release: "UPDATE sys_sequence_slot SET beats = beats + 1, expires_ms = 0, promise_ms = $1, updated_at = CURRENT_TIMESTAMP " +
+		"WHERE worker_id = $2 AND fence = $3",
+	bind: true,
 	audit: "INSERT INTO sys_sequence (service_name, worker_id, instance, updated_at) VALUES ($1, $2, $3, CURRENT_TIMESTAMP) " +
 		"ON CONFLICT (service_name) DO UPDATE SET worker_id = EXCLUDED.worker_id, instance = EXCLUDED.instance, updated_at = EXCLUDED.updated_at",
 }
@@ -242,7 +275,7 @@ var sqliteText = sqlText{
 		"ON CONFLICT (service_name) DO NOTHING",
 	counter: "UPDATE sys_sequence SET worker_id = (worker_id + 1) %% %d, updated_at = CURRENT_TIMESTAMP " +
 		"WHERE service_name = '__global__' RETURNING worker_id",
-	readSlot: fmt.Sprintf(readSlotFormat, sqliteNowMs),
+	readSlot: fmt.Sprintf(readSlotFormat, sqliteNowMs, "%[1]d", "'%[2]s'"),
 	claim: "UPDATE sys_sequence_slot SET fence = fence + 1, beats = beats + 1, service_name = ?, instance = ?, layout = ?, " +
 		"taken_ms = " + sqliteNowMs + ", expires_ms = " + sqliteNowMs + " + ?, promise_ms = ?, updated_at = CURRENT_TIMESTAMP " +
 		"WHERE worker_id = ? AND beats = ? AND (? = 1 OR expires_ms < " + sqliteNowMs + ")",
@@ -252,8 +285,6 @@ var sqliteText = sqlText{
 	census:     fmt.Sprintf(censusFormat, sqliteNowMs),
 	holder: "SELECT fence, service_name, instance, expires_ms, promise_ms, layout, " + sqliteNowMs +
 		" FROM sys_sequence_slot WHERE worker_id = ?",
-	otherLayout: "SELECT worker_id, service_name, instance, layout FROM sys_sequence_slot " +
-		"WHERE expires_ms >= " + sqliteNowMs + " AND layout <> ? ORDER BY worker_id LIMIT 1",
 	// SQLite has no GREATEST; max() with two arguments is its scalar maximum.
 	renew: "UPDATE sys_sequence_slot SET beats = beats + 1, expires_ms = " + sqliteNowMs + " + %d, " +
 		"promise_ms = max(promise_ms, %d), updated_at = CURRENT_TIMESTAMP WHERE worker_id = %d AND fence = %d",

@@ -84,26 +84,11 @@ func (s *session) first(ctx context.Context, c *Clock) (row, error) {
 		return w, err
 	}
 	s.pending = -1
-	for _, l := range []string{w.minLayout, w.maxLayout} {
-		if l != "" && l != s.r.Layout {
-			return w, s.layoutError(ctx)
-		}
+	if w.otherLayout >= 0 {
+		return w, fmt.Errorf("%w: ours is %q, and %s; services that share the tables must share the layout and epoch",
+			ErrLayout, s.r.Layout, s.holder(ctx, w.otherLayout))
 	}
 	return w, nil
-}
-
-func (s *session) layoutError(ctx context.Context) error {
-	var (
-		worker                    int64
-		service, instance, layout sql.NullString
-	)
-	err := s.conn.QueryRowContext(ctx, s.q.otherLayout, s.r.Layout).Scan(&worker, &service, &instance, &layout)
-	if err != nil {
-		return fmt.Errorf("%w: ours is %q; another was seen, but reading it failed: %v", ErrLayout, s.r.Layout, err)
-	}
-	return fmt.Errorf("%w: ours is %q, and worker id %d is held by %q (service %q) with %q; "+
-		"services that share the tables must share the layout and epoch", ErrLayout, s.r.Layout, worker,
-		instance.String, service.String, layout.String)
 }
 
 // try takes the slot w if it is free and its floor is not too far ahead of

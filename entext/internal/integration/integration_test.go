@@ -57,6 +57,7 @@ func lease(t *testing.T, b dbtest.Backend, opts ...entflake.Option) (*dbtest.DB,
 	drv := entsql.OpenDB(b.Dialect, db.DB)
 	g, err := entflake.Open(context.Background(), drv, append([]entflake.Option{entflake.WithService("itest"), quiet}, opts...)...)
 	require.NoError(t, err)
+	t.Cleanup(func() { _ = g.Close() }) // before the database goes: cleanups run in reverse
 	require.Equal(t, entflake.SourceLease, g.Source())
 	return db, drv, g
 }
@@ -499,6 +500,7 @@ func TestSchemaCreate(t *testing.T) {
 		require.NoError(t, gen.NewClient(gen.Driver(drv)).Schema.Create(context.Background()))
 		g, err := entflake.Open(context.Background(), drv, entflake.WithService("itest"), quiet)
 		require.NoError(t, err)
+		t.Cleanup(func() { _ = g.Close() })
 		assert.Equal(t, entflake.SourceLease, g.Source())
 		assert.Equal(t, int64(1), g.WorkerID())
 	})
@@ -521,6 +523,7 @@ func TestSchemaCreateKeepsSourceRows(t *testing.T) {
 	assert.Equal(t, 17, pool)
 	g, err := entflake.Open(context.Background(), drv, entflake.WithService("itest"), quiet)
 	require.NoError(t, err)
+	t.Cleanup(func() { _ = g.Close() })
 	assert.Equal(t, int64(18), g.WorkerID(), "the pool carries on")
 }
 
