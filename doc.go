@@ -16,18 +16,30 @@
 //
 // # Worker ids
 //
-// Generating an ID never touches a database. The database is used once,
-// when the generator opens, to lease a worker id that no other instance of
-// any service holds: Open and OpenDB run a ladder (a fixed id, then the
-// lease, then a hash fallback) and log which rung they used. The lease takes
-// the next value of one row of a small table, sys_sequence (package schema),
-// in one atomic statement, and keeps it for the life of the process.
+// Generating an ID never touches a database. The database is used when the
+// generator opens, to lease a worker id that no other live instance holds,
+// and by a background heartbeat that keeps the lease (one UPDATE every 10
+// s). Open and OpenDB run a ladder (a fixed id, then the lease, then a hash
+// fallback) and log which rung they used. The lease claims a free row of
+// the slot table, sys_sequence_slot (package schema), starting its search
+// at the counter of sys_sequence, the table of the Java allocator this
+// design comes from.
+//
+// Liveness is decided by the database's clock: a slot is free when its
+// holder released it or stopped renewing it for the TTL (Heartbeat).
+// Uniqueness does not depend on any clock: each holder promises, in its
+// slot, the highest millisecond its IDs may carry, issues nothing past the
+// promise the database acknowledged (NextID returns ErrFenced instead), and
+// the next holder of the slot starts above it. An outage of the lease's
+// database longer than Heartbeat.Outage (63 s by default) therefore stops
+// ID issuing until it ends.
 //
 //	db, _ := sql.Open("mysql", dsn)
 //	gen, err := entflake.OpenDB(ctx, db, dialect.MySQL, entflake.WithService("payments"))
 //	if err != nil {
 //		return err // bad configuration; a failed lease falls back instead
 //	}
+//	defer gen.Close() // before db.Close: frees the worker id at once
 //	id, err := gen.NextID()
 //
 // # With ent
@@ -39,6 +51,7 @@
 //
 //	drv, err := entsql.Open(dialect.MySQL, dsn)
 //	gen, err := entflake.Open(ctx, drv, entflake.WithService("payments"))
+//	defer gen.Close()
 //	client := ent.NewClient(ent.Driver(drv), ent.IDGenerator(gen))
 //
 // # Clock
@@ -52,9 +65,10 @@
 //
 // # Compatibility
 //
-// The table's columns and its '__global__' pool row are those of the Java
+// The counter table's columns and its '__global__' row are those of the Java
 // allocator this design comes from, so Go and Java services can share one
-// pool, given the same epoch and layout. The lease is tested on MariaDB
+// counter; only Go instances hold slots, so the promise of no shared worker
+// id is among Go instances. The lease is tested on MariaDB
 // 10.11, PostgreSQL 15 and SQLite (modernc.org/sqlite), and uses nothing
 // that MySQL 5.7 or 8.x lacks.
 package entflake

@@ -46,7 +46,8 @@ func ExampleNew() {
 }
 
 // Leasing a worker id from the application's own database. The first lease
-// creates sys_sequence; each start takes the next id.
+// creates the tables. Two instances live at once hold two worker ids; the
+// second is closed, and its worker id is free at once for the next start.
 func ExampleOpenDB() {
 	dir, err := os.MkdirTemp("", "entflake-example")
 	if err != nil {
@@ -61,16 +62,35 @@ func ExampleOpenDB() {
 
 	ctx := context.Background()
 	quiet := entflake.WithLogger(slog.New(slog.DiscardHandler))
-	for range 2 { // two starts of the service
+	open := func() *entflake.Generator {
 		gen, err := entflake.OpenDB(ctx, db, dialect.SQLite, entflake.WithService("payments"), quiet)
 		if err != nil {
 			log.Fatal(err) // bad configuration; a failed lease falls back instead
 		}
-		fmt.Println(gen.Source(), gen.WorkerID())
+		st := gen.Lease()
+		fmt.Println(st.Source, st.State, "worker", st.WorkerID, "fence", st.Fence)
+		return gen
 	}
+	first := open()
+	defer first.Close()
+	second := open()
+	if err := second.Close(); err != nil {
+		log.Fatal(err)
+	}
+	_, err = second.NextID()
+	fmt.Println(errors.Is(err, entflake.ErrClosed))
+	// Put the counter back, so that the next start tries worker id 2 first:
+	// released, it is free again, and its fence moves on.
+	if _, err := db.Exec("UPDATE sys_sequence SET worker_id = 1 WHERE service_name = '__global__'"); err != nil {
+		log.Fatal(err)
+	}
+	third := open()
+	defer third.Close()
 	// Output:
-	// lease 1
-	// lease 2
+	// lease held worker 1 fence 1
+	// lease held worker 2 fence 1
+	// true
+	// lease held worker 2 fence 2
 }
 
 // Taking an ID apart, given the layout and epoch that issued it.

@@ -374,3 +374,47 @@ func TestForeverSlot(t *testing.T) {
 	require.NoError(t, Release(context.Background(), holding(db.DB, dialect.SQLite, s), 5))
 	assert.Zero(t, slotOf(t, db.DB, s.WorkerID).expires)
 }
+
+// TestRaceForOneSlot: 16 starters read one free slot at once and all try to
+// claim it: exactly one gets it, the others are told it is held. The
+// compare-and-set on beats and the expiry is all that stands between them.
+func TestRaceForOneSlot(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		db := b.Fresh(t)
+		db.SetMaxOpenConns(16)
+		r := request(db.DB, b.Dialect, "svc")
+		r.Explicit, r.WorkerID = true, 5
+		take(t, r) // the row exists
+		for round := range 10 {
+			free(t, db.DB, 5)
+			var (
+				mu          sync.Mutex
+				won, lost   int
+				start       = make(chan struct{})
+				wg          sync.WaitGroup
+				ctx, cancel = context.WithTimeout(context.Background(), 20*time.Second)
+			)
+			for i := range 16 {
+				wg.Go(func() {
+					<-start
+					_, err := Take(ctx, named(r, fmt.Sprintf("svc@h@%d@%d", i, round)))
+					mu.Lock()
+					defer mu.Unlock()
+					switch {
+					case err == nil:
+						won++
+					case errors.Is(err, ErrHeld):
+						lost++
+					default:
+						t.Error(err)
+					}
+				})
+			}
+			close(start)
+			wg.Wait()
+			cancel()
+			require.Equal(t, 1, won, "round %d: %d starters took slot 5", round, won)
+			require.Equal(t, 15, lost)
+		}
+	})
+}
