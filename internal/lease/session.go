@@ -335,49 +335,25 @@ func describe(ctx context.Context, x querier, q *sqlText, workerID int64) string
 // for each table first, so that a user without CREATE privilege can lease
 // from existing ones.
 func (s *session) ensure(ctx context.Context) (created []string, err error) {
-	var x interface {
-		execer
-		querier
-	} = s.conn
-	// Look before creating (outside any transaction: a SQLite transaction
-	// that reads and then writes cannot wait for the write lock, and fails
-	// at once with SQLITE_BUSY).
-	missing, err := s.missing(ctx, x)
+	// Look before creating, outside any transaction.
+	missing, err := s.missing(ctx, s.conn)
 	if err != nil || len(missing) == 0 {
 		return nil, err
 	}
-	var tx *sql.Tx
-	if s.r.Dialect != dialect.MySQL {
-		// PostgreSQL and SQLite have transactional DDL: the tables and the
-		// counter row appear together, or not at all. On PostgreSQL,
-		// concurrent creators serialise on an advisory lock and look again
-		// after it (READ COMMITTED: the look sees a table committed
-		// meanwhile).
-		if tx, err = s.conn.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted}); err != nil {
-			return nil, fmt.Errorf("begin: %w", err)
-		}
-		defer tx.Rollback()
-		x = tx
-		if s.r.Dialect == dialect.Postgres {
-			bound := fmt.Sprintf("%dms", remaining(ctx, time.Millisecond).Milliseconds())
-			if _, err := tx.ExecContext(ctx, pgLockWait, bound); err != nil {
-				return nil, fmt.Errorf("bound lock waits: %w", err)
-			}
-			if _, err := tx.ExecContext(ctx, pgCreateLock); err != nil {
-				return nil, fmt.Errorf("lock table creation: %w", err)
-			}
-		}
+	x, commit, rollback, err := s.begin(ctx)
+	if err != nil {
+		return nil, err
 	}
-	if s.r.Dialect == dialect.Postgres {
-		// Another starter may have created them while we waited for the
-		// lock.
+	defer rollback()
+	if s.r.Dialect != dialect.MySQL {
+		// Another starter may have created them since the look: this
+		// transaction (after PostgreSQL's advisory lock, or holding
+		// SQLite's write lock) sees its commit.
 		if missing, err = s.missing(ctx, x); err != nil {
 			return nil, err
 		}
 	}
 	for _, t := range missing {
-		// SQLite has no privileges, and its CREATE ... IF NOT EXISTS is
-		// safe against a starter that created the table since the look.
 		stmts, err := schema.TableStatements(s.r.Dialect, t)
 		if err != nil {
 			return nil, err
@@ -392,12 +368,56 @@ func (s *session) ensure(ctx context.Context) (created []string, err error) {
 	if _, err := x.ExecContext(ctx, s.q.seed); err != nil {
 		return nil, fmt.Errorf("seed the pool row: %w", err)
 	}
-	if tx != nil {
-		if err := tx.Commit(); err != nil {
-			return nil, fmt.Errorf("commit the new tables: %w", err)
-		}
+	if err := commit(); err != nil {
+		return nil, fmt.Errorf("commit the new tables: %w", err)
 	}
 	return created, nil
+}
+
+// begin starts what ensure runs in. PostgreSQL and SQLite have
+// transactional DDL: the tables and the counter row appear together, or
+// not at all. On PostgreSQL, concurrent creators serialise on an advisory
+// lock. On SQLite the transaction takes the write lock at once (BEGIN
+// IMMEDIATE, which waits out busy_timeout): a deferred one that read first
+// could not wait for it, and would fail with SQLITE_BUSY when another
+// starter wrote since. MySQL's DDL commits by itself: its statements run on
+// their own.
+func (s *session) begin(ctx context.Context) (x interface {
+	execer
+	querier
+}, commit func() error, rollback func(), err error) {
+	switch s.r.Dialect {
+	case dialect.MySQL:
+		return s.conn, func() error { return nil }, func() {}, nil
+	case dialect.SQLite:
+		if _, err := s.conn.ExecContext(ctx, sqliteBegin); err != nil {
+			return nil, nil, nil, fmt.Errorf("begin: %w", err)
+		}
+		done := false
+		return s.conn, func() error {
+				_, err := s.conn.ExecContext(ctx, sqliteCommit)
+				done = err == nil
+				return err
+			}, func() {
+				if !done {
+					_, _ = s.conn.ExecContext(context.WithoutCancel(ctx), sqliteRollback)
+				}
+			}, nil
+	}
+	tx, err := s.conn.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("begin: %w", err)
+	}
+	bound := fmt.Sprintf("%dms", remaining(ctx, time.Millisecond).Milliseconds())
+	if _, err := tx.ExecContext(ctx, pgLockWait, bound); err != nil {
+		_ = tx.Rollback()
+		return nil, nil, nil, fmt.Errorf("bound lock waits: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, pgCreateLock); err != nil {
+		_ = tx.Rollback()
+		return nil, nil, nil, fmt.Errorf("lock table creation: %w", err)
+	}
+	return tx, tx.Commit, func() { _ = tx.Rollback() }, nil
 }
 
 // missing lists the tables that are not there.

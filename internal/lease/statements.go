@@ -297,9 +297,13 @@ var sqliteText = sqlText{
 // SQLite's per-connection settings: busy_timeout is 0 unless set (a second
 // writer then fails at once with SQLITE_BUSY); the lease sets it on its
 // pinned connection for its own duration and puts the old value back.
-// database_list names the file behind "main": empty for an in-memory
+// BEGIN IMMEDIATE takes the write lock at the start of a transaction (see
+// session.begin). database_list names the file behind "main": empty for an in-memory
 // database, which no other process can open, so it needs no heartbeat.
 const (
+	sqliteBegin    = "BEGIN IMMEDIATE"
+	sqliteCommit   = "COMMIT"
+	sqliteRollback = "ROLLBACK"
 	sqliteBusyRead = "PRAGMA busy_timeout"
 	sqliteBusySet  = "PRAGMA busy_timeout = %d"
 	sqliteDatabase = "SELECT file FROM pragma_database_list WHERE name = 'main'"
