@@ -506,25 +506,7 @@ func (p *Proxy) relay(client net.Conn) {
 // address) instead of the server's own; it is closed with the test.
 func (d *DB) Via(t testing.TB, addr string) *sql.DB {
 	t.Helper()
-	var dsn string
-	switch d.Driver {
-	case "mysql":
-		cfg, err := mysql.ParseDSN(d.DSN)
-		if err != nil {
-			t.Fatalf("mysql DSN: %v", err)
-		}
-		cfg.Addr = addr
-		dsn = cfg.FormatDSN()
-	case "pgx":
-		u, err := url.Parse(d.DSN)
-		if err != nil {
-			t.Fatalf("postgres DSN: %v", err)
-		}
-		u.Host = addr
-		dsn = u.String()
-	default:
-		t.Fatalf("no server for %s", d.Driver)
-	}
+	dsn, _ := d.swapAddr(t, addr)
 	db, err := sql.Open(d.Driver, dsn)
 	if err != nil {
 		t.Fatalf("open %s: %v", d.Driver, err)
@@ -536,20 +518,30 @@ func (d *DB) Via(t testing.TB, addr string) *sql.DB {
 // ServerAddr is the host:port of d's server.
 func (d *DB) ServerAddr(t testing.TB) string {
 	t.Helper()
+	_, addr := d.swapAddr(t, "")
+	return addr
+}
+
+// swapAddr returns d's DSN with the server's host:port replaced by addr,
+// and the server's host:port.
+func (d *DB) swapAddr(t testing.TB, addr string) (dsn, server string) {
+	t.Helper()
 	switch d.Driver {
 	case "mysql":
 		cfg, err := mysql.ParseDSN(d.DSN)
 		if err != nil {
 			t.Fatalf("mysql DSN: %v", err)
 		}
-		return cfg.Addr
+		server, cfg.Addr = cfg.Addr, addr
+		return cfg.FormatDSN(), server
 	case "pgx":
 		u, err := url.Parse(d.DSN)
 		if err != nil {
 			t.Fatalf("postgres DSN: %v", err)
 		}
-		return u.Host
+		server, u.Host = u.Host, addr
+		return u.String(), server
 	}
 	t.Fatalf("no server for %s", d.Driver)
-	return ""
+	return "", ""
 }

@@ -483,14 +483,22 @@ func TestRowLockedTimesOut(t *testing.T) {
 	}
 }
 
+// autocommitOff returns a fresh MariaDB database, and a pool on it whose DSN
+// turns autocommit off.
+func autocommitOff(t *testing.T) (*dbtest.DB, *sql.DB) {
+	t.Helper()
+	db := dbtest.MySQL(t)
+	off, err := sql.Open("mysql", db.DSN+"&autocommit=0")
+	require.NoError(t, err)
+	t.Cleanup(func() { off.Close() })
+	return db, off
+}
+
 // TestMySQLAutocommitOff: a DSN (or init_connect) that turns autocommit off
 // must not make takes vanish when the connection closes, which would hand
 // the same id to the next starter.
 func TestMySQLAutocommitOff(t *testing.T) {
-	db := dbtest.MySQL(t)
-	off, err := sql.Open("mysql", db.DSN+"&autocommit=0")
-	require.NoError(t, err)
-	defer off.Close()
+	db, off := autocommitOff(t)
 	var ac int
 	require.NoError(t, off.QueryRow("SELECT @@autocommit").Scan(&ac))
 	require.Zero(t, ac, "the DSN did turn autocommit off")

@@ -349,10 +349,7 @@ func TestRenewTableGone(t *testing.T) {
 // TestRenewAutocommitOff: with autocommit off in the DSN, a renewal still
 // commits (it runs in its own transaction).
 func TestRenewAutocommitOff(t *testing.T) {
-	db := dbtest.MySQL(t)
-	off, err := sql.Open("mysql", db.DSN+"&autocommit=0")
-	require.NoError(t, err)
-	defer off.Close()
+	db, off := autocommitOff(t)
 	s := take(t, request(off, dialect.MySQL, "svc"))
 	require.NoError(t, Renew(context.Background(), holding(off, dialect.MySQL, s), 60_000, s.Promise+777))
 	off.Close() // an uncommitted write would be rolled back now

@@ -113,6 +113,22 @@ const (
 	sqliteNowMs = "CAST(unixepoch('subsec') * 1000 AS INTEGER)"
 )
 
+// The statements MySQL and SQLite share but for their clock (%[1]s, the
+// Unix ms expression), their timestamp (%[2]s: NOW() or CURRENT_TIMESTAMP)
+// and, in renew, the two-argument maximum (%[3]s: GREATEST or max).
+const (
+	claimFormat = "UPDATE sys_sequence_slot SET fence = fence + 1, beats = beats + 1, service_name = ?, instance = ?, layout = ?, " +
+		"taken_ms = %[1]s, expires_ms = %[1]s + ?, promise_ms = ?, updated_at = %[2]s " +
+		"WHERE worker_id = ? AND beats = ? AND (? = 1 OR expires_ms < %[1]s)"
+	insertFormat = "INSERT INTO sys_sequence_slot (" + slotColumns + ") VALUES (?, ?, ?, ?, 1, 1, %[1]s, %[1]s + ?, ?, %[2]s)"
+	holderFormat = "SELECT fence, service_name, instance, expires_ms, promise_ms, layout, %[1]s " +
+		"FROM sys_sequence_slot WHERE worker_id = ?"
+	renewFormat = "UPDATE sys_sequence_slot SET beats = beats + 1, expires_ms = %[1]s + %%d, " +
+		"promise_ms = %[3]s(promise_ms, %%d), updated_at = %[2]s WHERE worker_id = %%d AND fence = %%d"
+	releaseFormat = "UPDATE sys_sequence_slot SET beats = beats + 1, expires_ms = 0, promise_ms = %%d, updated_at = %[2]s " +
+		"WHERE worker_id = %%d AND fence = %%d"
+)
+
 // slotColumns is the column list of the insert, in the order of its values.
 const slotColumns = "worker_id, service_name, instance, layout, fence, beats, taken_ms, expires_ms, promise_ms, updated_at"
 
@@ -168,20 +184,14 @@ var mysqlText = sqlText{
 		"WHERE service_name = '__global__'",
 	readSlot: fmt.Sprintf(readSlotFormat, mysqlNowMs, "%[1]d", "'%[2]s'"),
 	// MySQL evaluates WHERE on the row as it was, and SET left to right;
-	// no assignment here reads a column another one wrote.
-	claim: "UPDATE sys_sequence_slot SET fence = fence + 1, beats = beats + 1, service_name = ?, instance = ?, layout = ?, " +
-		"taken_ms = " + mysqlNowMs + ", expires_ms = " + mysqlNowMs + " + ?, promise_ms = ?, updated_at = NOW() " +
-		"WHERE worker_id = ? AND beats = ? AND (? = 1 OR expires_ms < " + mysqlNowMs + ")",
-	insert: "INSERT INTO sys_sequence_slot (" + slotColumns + ") VALUES (?, ?, ?, ?, 1, 1, " +
-		mysqlNowMs + ", " + mysqlNowMs + " + ?, ?, NOW())",
+	// no assignment of claim reads a column another one wrote.
+	claim:      fmt.Sprintf(claimFormat, mysqlNowMs, "NOW()"),
+	insert:     fmt.Sprintf(insertFormat, mysqlNowMs, "NOW()"),
 	candidates: fmt.Sprintf(candidatesFormat, mysqlNowMs),
 	census:     fmt.Sprintf(censusFormat, mysqlNowMs),
-	holder: "SELECT fence, service_name, instance, expires_ms, promise_ms, layout, " + mysqlNowMs +
-		" FROM sys_sequence_slot WHERE worker_id = ?",
-	renew: "UPDATE sys_sequence_slot SET beats = beats + 1, expires_ms = " + mysqlNowMs + " + %d, " +
-		"promise_ms = GREATEST(promise_ms, %d), updated_at = NOW() WHERE worker_id = %d AND fence = %d",
-	release: "UPDATE sys_sequence_slot SET beats = beats + 1, expires_ms = 0, promise_ms = %d, updated_at = NOW() " +
-		"WHERE worker_id = %d AND fence = %d",
+	holder:     fmt.Sprintf(holderFormat, mysqlNowMs),
+	renew:      fmt.Sprintf(renewFormat, mysqlNowMs, "NOW()", "GREATEST"),
+	release:    fmt.Sprintf(releaseFormat, mysqlNowMs, "NOW()"),
 	// The audit row records the worker id actually handed out (the Java
 	// allocator wrote a constant 0 here).
 	audit: "INSERT INTO sys_sequence (service_name, worker_id, instance, updated_at) VALUES (?, ?, ?, NOW()) " +
@@ -275,21 +285,15 @@ var sqliteText = sqlText{
 		"ON CONFLICT (service_name) DO NOTHING",
 	counter: "UPDATE sys_sequence SET worker_id = (worker_id + 1) %% %d, updated_at = CURRENT_TIMESTAMP " +
 		"WHERE service_name = '__global__' RETURNING worker_id",
-	readSlot: fmt.Sprintf(readSlotFormat, sqliteNowMs, "%[1]d", "'%[2]s'"),
-	claim: "UPDATE sys_sequence_slot SET fence = fence + 1, beats = beats + 1, service_name = ?, instance = ?, layout = ?, " +
-		"taken_ms = " + sqliteNowMs + ", expires_ms = " + sqliteNowMs + " + ?, promise_ms = ?, updated_at = CURRENT_TIMESTAMP " +
-		"WHERE worker_id = ? AND beats = ? AND (? = 1 OR expires_ms < " + sqliteNowMs + ")",
-	insert: "INSERT INTO sys_sequence_slot (" + slotColumns + ") VALUES (?, ?, ?, ?, 1, 1, " +
-		sqliteNowMs + ", " + sqliteNowMs + " + ?, ?, CURRENT_TIMESTAMP)",
+	readSlot:   fmt.Sprintf(readSlotFormat, sqliteNowMs, "%[1]d", "'%[2]s'"),
+	claim:      fmt.Sprintf(claimFormat, sqliteNowMs, "CURRENT_TIMESTAMP"),
+	insert:     fmt.Sprintf(insertFormat, sqliteNowMs, "CURRENT_TIMESTAMP"),
 	candidates: fmt.Sprintf(candidatesFormat, sqliteNowMs),
 	census:     fmt.Sprintf(censusFormat, sqliteNowMs),
-	holder: "SELECT fence, service_name, instance, expires_ms, promise_ms, layout, " + sqliteNowMs +
-		" FROM sys_sequence_slot WHERE worker_id = ?",
+	holder:     fmt.Sprintf(holderFormat, sqliteNowMs),
 	// SQLite has no GREATEST; max() with two arguments is its scalar maximum.
-	renew: "UPDATE sys_sequence_slot SET beats = beats + 1, expires_ms = " + sqliteNowMs + " + %d, " +
-		"promise_ms = max(promise_ms, %d), updated_at = CURRENT_TIMESTAMP WHERE worker_id = %d AND fence = %d",
-	release: "UPDATE sys_sequence_slot SET beats = beats + 1, expires_ms = 0, promise_ms = %d, updated_at = CURRENT_TIMESTAMP " +
-		"WHERE worker_id = %d AND fence = %d",
+	renew:   fmt.Sprintf(renewFormat, sqliteNowMs, "CURRENT_TIMESTAMP", "max"),
+	release: fmt.Sprintf(releaseFormat, sqliteNowMs, "CURRENT_TIMESTAMP"),
 	audit: "INSERT INTO sys_sequence (service_name, worker_id, instance, updated_at) VALUES (?, ?, ?, CURRENT_TIMESTAMP) " +
 		"ON CONFLICT (service_name) DO UPDATE SET worker_id = excluded.worker_id, instance = excluded.instance, updated_at = excluded.updated_at",
 }
