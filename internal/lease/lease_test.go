@@ -511,8 +511,13 @@ func TestMySQLAutocommitOff(t *testing.T) {
 	assert.Equal(t, 2, n, "both slots committed")
 	require.NoError(t, Audit(context.Background(), off, dialect.MySQL, "svc", "i", 2))
 	assert.Equal(t, int64(2), serviceWorker(t, db.DB, dialect.MySQL, "svc"))
-	require.NoError(t, off.QueryRow("SELECT @@autocommit").Scan(&ac))
+	var wait, mdl int64
+	require.NoError(t, off.QueryRow("SELECT @@autocommit, @@session.innodb_lock_wait_timeout, @@session.lock_wait_timeout").
+		Scan(&ac, &wait, &mdl))
 	assert.Zero(t, ac, "the lease put the session's autocommit back")
+	var gwait, gmdl int64
+	require.NoError(t, db.QueryRow("SELECT @@global.innodb_lock_wait_timeout, @@global.lock_wait_timeout").Scan(&gwait, &gmdl))
+	assert.Equal(t, []int64{gwait, gmdl}, []int64{wait, mdl}, "and its lock-wait bounds: the same connection, as it was")
 }
 
 // TestPostgresRepeatableReadDefault: a database whose transactions default

@@ -123,6 +123,14 @@ func (s *session) move(ctx context.Context, format string) (int64, error) {
 	stmt := fmt.Sprintf(format, s.r.Workers)
 	for attempt := 0; ; attempt++ {
 		v, found, err := s.count(ctx, stmt)
+		for conflicts := 0; retryable(err) && ctx.Err() == nil && conflicts < 100; conflicts++ {
+			// A deadlock (1213) or a lock wait that timed out (1205) on
+			// the counter row, a serialization failure, SQLITE_BUSY: the
+			// statement did not take effect; try again within the
+			// deadline.
+			time.Sleep(time.Duration(conflicts+1) * time.Millisecond)
+			v, found, err = s.count(ctx, stmt)
+		}
 		if err != nil {
 			return 0, fmt.Errorf("move the counter: %w", err)
 		}
