@@ -20,7 +20,7 @@ var (
 	// taken another worker id in the background). See Generator.Lease.
 	ErrFenced = snowflake.ErrFenced
 	// ErrClosed: the generator was closed.
-	ErrClosed = errors.New("generator closed")
+	ErrClosed = snowflake.ErrClosed
 	// ErrClockBackwards: the clock reads before the last issued ID and the
 	// rollback policy refuses to issue: RejectRollback, a WaitRollback that did
 	// not see the clock catch up, or a rollback beyond ClampRollback's fuse.

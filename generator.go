@@ -264,10 +264,13 @@ func (g *Generator) Close() error {
 	}
 	g.closed = true
 	g.mu.Unlock()
-	last := g.g.Stop(fmt.Errorf("entflake: NextID: %w", ErrClosed))
+	// Close, not Stop: a background lease that took a slot just now cannot
+	// switch the generator back on (its Switch fails, and it gives the slot
+	// back).
+	g.g.Close(fmt.Errorf("entflake: NextID: %w", ErrClosed))
 	var err error
 	if g.k != nil {
-		err = g.k.close(last)
+		err = g.k.close()
 	}
 	g.update(func(s *LeaseStatus) { s.State = LeaseReleased })
 	return err

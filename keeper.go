@@ -33,6 +33,7 @@ type keeper struct {
 
 	failures int  // renewals or takes failed in a row
 	fenced   bool // the promise was reached during this run of failures
+	held     bool // a take found the fixed worker id held by another live instance
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -142,19 +143,23 @@ func (k *keeper) acquire(ctx context.Context) time.Duration {
 	if err != nil {
 		k.failures++
 		k.g.update(func(s *LeaseStatus) { s.Err = err })
-		level := slog.LevelDebug
-		if errors.Is(err, lease.ErrHeld) && k.failures == 1 {
+		level := slog.LevelDebug // Open said why it has no lease; this is the retry
+		if errors.Is(err, lease.ErrHeld) {
 			// A fixed id that another live instance holds: this generator
-			// may have issued under it already. Stop, and say so.
+			// may have issued under it already. Stop, whatever failed
+			// before, and say so once.
 			k.g.g.Stop(fmt.Errorf("entflake: NextID: %w: %w", ErrFenced, err))
 			k.g.update(func(s *LeaseStatus) { s.State = LeaseLost })
-			level = slog.LevelError
+			if !k.held {
+				level = slog.LevelError
+			}
+			k.held = true
 		}
 		k.log.LogAttrs(ctx, level, "entflake: background lease failed", slog.Int64("worker_id", from),
 			slog.String("error", err.Error()), slog.Int("failures", k.failures))
 		return min(k.hb.Retry<<min(k.failures-1, 10), k.hb.Interval)
 	}
-	k.failures, k.fenced = 0, false
+	k.failures, k.fenced, k.held = 0, false, false
 	k.log.LogAttrs(ctx, slog.LevelInfo, "entflake: switched to a leased worker id",
 		slog.String("service", k.req.Service), slog.Int64("from_worker_id", from),
 		slog.Int64("worker_id", slot.WorkerID), slog.Int64("fence", slot.Fence), slog.String("source", k.source.String()))
@@ -179,7 +184,7 @@ func (k *keeper) take(ctx context.Context) (lease.Slot, error) {
 // and switches the generator to it. If the wait does not end in time, the
 // slot is released with its old promise, untouched.
 func (k *keeper) adopt(ctx context.Context, slot lease.Slot) error {
-	h := lease.Holding{DB: k.req.DB, Dialect: k.req.Dialect, WorkerID: slot.WorkerID, Fence: slot.Fence}
+	h := k.req.Holding(slot)
 	if err := waitClock(ctx, k.clock, time.UnixMilli(slot.Floor).Add(-k.lead)); err != nil {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), k.hb.Timeout)
 		defer cancel()
@@ -187,6 +192,10 @@ func (k *keeper) adopt(ctx context.Context, slot lease.Slot) error {
 		return err
 	}
 	if err := k.g.g.Switch(slot.WorkerID, k.field(slot.Floor), k.field(slot.Promise)); err != nil {
+		// Closed meanwhile: nothing was issued under the slot; give it back.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), k.hb.Timeout)
+		defer cancel()
+		_ = lease.Release(rctx, h, slot.Floor-1)
 		return err
 	}
 	k.hold, k.promise = &h, slot.Promise
@@ -212,8 +221,8 @@ func (k *keeper) audit(ctx context.Context) {
 }
 
 // close ends the background work, then releases the slot held, if any,
-// with the millisecond of last, the last ID issued.
-func (k *keeper) close(last int64) error {
+// with the highest millisecond issued (the generator is closed already).
+func (k *keeper) close() error {
 	if k.cancel != nil {
 		k.cancel()
 		<-k.done
@@ -221,7 +230,7 @@ func (k *keeper) close(last int64) error {
 	if k.hold == nil {
 		return nil
 	}
-	lastMs := k.epochMs + last>>snowflake.TimeShift
+	lastMs := k.epochMs + k.g.g.Highest()
 	ctx, cancel := context.WithTimeout(context.Background(), k.hb.Timeout)
 	defer cancel()
 	attrs := []slog.Attr{slog.Int64("worker_id", k.hold.WorkerID), slog.Int64("fence", k.hold.Fence),

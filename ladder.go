@@ -48,8 +48,14 @@ func Open(ctx context.Context, drv dialect.Driver, opts ...Option) (*Generator, 
 //     instance holding the same id makes Open fail with an error naming it
 //     (ErrWorkerHeld), except one of the same service and pod (POD_NAME set
 //     and equal), a crash-restarted StatefulSet pod, which is taken over
-//     above its promise. If the database cannot be reached, the id is used
-//     unregistered and registration is retried in the background.
+//     above its promise. A promise further ahead of the clock than the
+//     lease timeout (a crashed holder promised up to TTL - Margin, 80 s by
+//     default, ahead) starts the generator fenced: NextID returns
+//     ErrFenced until the clock nears it and the background take
+//     registers the id. If the database cannot be reached, the id is used
+//     unregistered (a WARN) and registration is retried in the background;
+//     should it then find the id held by another live instance, the
+//     generator stops (ErrFenced) and logs at ERROR.
 //  2. lease: a free slot of the slot table in db (or in WithLeaseDB's
 //     database), held by a live lease that a background heartbeat renews
 //     (see Heartbeat). No other live instance that leases from the same
@@ -198,7 +204,7 @@ func (c *config) openLease(ctx context.Context, k *keeper) (*Generator, error) {
 	if err != nil {
 		return nil, mapLeaseError(err)
 	}
-	h := lease.Holding{DB: k.req.DB, Dialect: k.req.Dialect, WorkerID: slot.WorkerID, Fence: slot.Fence}
+	h := k.req.Holding(slot)
 	giveBack := func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.heartbeat.Timeout)
 		defer cancel()
@@ -287,6 +293,20 @@ func (c *config) openExplicit(ctx context.Context, db *sql.DB, dialectName strin
 	}
 	g.status.State, g.status.Err = LeaseUnregistered, err
 	k.g, g.k = g, k
+	if errors.Is(err, lease.ErrFloorAhead) {
+		// The database answered: the worker id's previous holder (the same
+		// pod before a crash, or one that released it with a clock ahead)
+		// promised IDs further ahead than the lease timeout can wait for.
+		// Issuing below that would repeat its IDs, so the generator starts
+		// fenced, and the background take registers it once the clock is
+		// near enough.
+		g.g.Stop(fmt.Errorf("entflake: NextID: %w: %w", ErrFenced, err))
+		g.status.State = LeaseFenced
+		c.logger.LogAttrs(ctx, slog.LevelWarn, "entflake: fixed worker id waits for its previous holder's promise; "+
+			"NextID fails until then", append(attrs, slog.String("reason", err.Error()))...)
+		k.start()
+		return g, nil
+	}
 	c.logger.LogAttrs(ctx, slog.LevelWarn, "entflake: fixed worker id not registered; retrying in the background",
 		append(attrs, slog.String("reason", err.Error()),
 			slog.String("risk", "another live instance with the same worker id would go unnoticed until registration succeeds"))...)

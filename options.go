@@ -212,7 +212,9 @@ func WithHeartbeat(h Heartbeat) Option {
 // returned, so the counter wraps after 2^workerBits starts (1024 by
 // default), and from then on a start can be handed the worker id of an
 // instance that is still running; both then issue the same IDs. Open logs
-// the wrap at WARN. Use it only where starts are rare and counted.
+// the wrap at WARN. A lifetime holder writes no slot, so instances with
+// live leases on the same tables do not see it either: do not mix the two
+// on one pool. Use it only where starts are rare and counted.
 func WithLifetimeLease() Option {
 	return func(c *config) {
 		c.lifetime = true

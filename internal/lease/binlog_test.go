@@ -114,7 +114,7 @@ func TestBinlogStatement(t *testing.T) {
 	})
 	assert.Equal(t, 32, distinct(append(vals, first.WorkerID))-1)
 
-	h := Holding{DB: db, Dialect: dialect.MySQL, WorkerID: first.WorkerID, Fence: first.Fence}
+	h := holding(db, dialect.MySQL, first)
 	require.NoError(t, Renew(ctx, h, 60_000, first.Promise+1000))
 	require.NoError(t, Audit(ctx, db, dialect.MySQL, "svc", "svc@h@1@1", first.WorkerID))
 	require.NoError(t, Release(ctx, h, first.Promise))

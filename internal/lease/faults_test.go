@@ -160,7 +160,7 @@ func checkRecovered(t *testing.T, direct, via *sql.DB, d string, p *cutProxy) {
 	require.NoError(t, direct.QueryRow(dbtest.Rebind(d, "SELECT fence FROM sys_sequence_slot WHERE worker_id = ?"), l.WorkerID).Scan(&fence))
 	assert.Equal(t, l.Fence, fence)
 	// The slot is really held: renewing it with its fence works.
-	assert.NoError(t, Renew(ctx, Holding{DB: direct, Dialect: d, WorkerID: l.WorkerID, Fence: l.Fence}, 60_000, l.Promise))
+	assert.NoError(t, Renew(ctx, holding(direct, d, l), 60_000, l.Promise))
 }
 
 // TestLeaseConnectionKilled: the server kills the lease's connection (or

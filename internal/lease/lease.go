@@ -91,6 +91,8 @@ type Slot struct {
 	WorkerID int64
 	// Fence is the slot's fencing number for this holder.
 	Fence int64
+	// Instance is the holder's tag written into the slot (Request.Instance).
+	Instance string
 	// Floor is the lowest ID time (Unix ms) this holder may issue: one above
 	// the previous holder's promise.
 	Floor int64
@@ -137,6 +139,10 @@ var (
 	// ErrLost: a renewal or release found the slot taken by someone else
 	// (its fence moved), or its row or table gone.
 	ErrLost = errors.New("worker lease lost")
+	// ErrFloorAhead: the slot to take (an explicit one, or every free one)
+	// may issue only from a millisecond further ahead of the holder's clock
+	// than the deadline can wait for: its previous holder promised that far.
+	ErrFloorAhead = errors.New("worker id's floor is ahead of the clock")
 	// ErrNoPoolRow: the counter row was still missing after the lease put
 	// it back (something deletes it as fast as it is written).
 	ErrNoPoolRow = errors.New("pool row missing after re-seeding")
@@ -246,7 +252,7 @@ func Take(ctx context.Context, r Request) (Slot, error) {
 		if err != nil {
 			return Slot{}, fmt.Errorf("lease from %s (%s): %w", schema.SlotTableName, r.Dialect, err)
 		}
-		slot.Created, slot.Reseeded = created, s.reseeded
+		slot.Created, slot.Reseeded, slot.Instance = created, s.reseeded, r.Instance
 		return slot, nil
 	}
 }

@@ -14,13 +14,20 @@ type Holding struct {
 	Dialect  string
 	WorkerID int64
 	Fence    int64
+	Instance string // the holder's tag, as Request.Instance
+}
+
+// Holding names the slot s, taken by r.
+func (r Request) Holding(s Slot) Holding {
+	return Holding{DB: r.DB, Dialect: r.Dialect, WorkerID: s.WorkerID, Fence: s.Fence, Instance: s.Instance}
 }
 
 // Renew keeps the slot live for ttl more on the database's clock and raises
 // its promise to promiseMs (never lowering it). A nil error means the
 // database acknowledged both: only then may the holder issue up to
-// promiseMs. ErrLost means the slot was taken (its fence moved) or its row
-// or table is gone: the holder must stop issuing under this worker id.
+// promiseMs. ErrLost means the slot was taken (its fence or instance
+// changed) or its row or table is gone: the holder must stop issuing under
+// this worker id.
 //
 // The UPDATE runs in an explicit transaction, so that it commits whatever
 // the DSN's autocommit, and so that a renewal the client gave up on (its
@@ -34,18 +41,14 @@ type Holding struct {
 // connection held by a long transaction delays it, without a connection
 // being kept from the application.
 func Renew(ctx context.Context, h Holding, ttlMs, promiseMs int64) error {
-	q := textFor(h.Dialect)
-	stmt, args := q.with(q.renew, ttlMs, promiseMs, h.WorkerID, h.Fence)
-	return h.write(ctx, "renew", stmt, args...)
+	return h.write(ctx, "renew", textFor(h.Dialect).renew, ttlMs, promiseMs, h.WorkerID, h.Fence, h.Instance)
 }
 
 // Release frees the slot now and writes lastMs, the exact last millisecond
 // the holder issued in (Unix ms), as its promise: the next holder starts
 // above it. The holder must have stopped issuing first. ErrLost as Renew.
 func Release(ctx context.Context, h Holding, lastMs int64) error {
-	q := textFor(h.Dialect)
-	stmt, args := q.with(q.release, lastMs, h.WorkerID, h.Fence)
-	return h.write(ctx, "release", stmt, args...)
+	return h.write(ctx, "release", textFor(h.Dialect).release, lastMs, h.WorkerID, h.Fence, h.Instance)
 }
 
 func (h Holding) write(ctx context.Context, what, stmt string, args ...any) error {

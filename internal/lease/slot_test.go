@@ -49,7 +49,7 @@ func free(t testing.TB, db *sql.DB, w int64) {
 }
 
 func holding(db *sql.DB, d string, s Slot) Holding {
-	return Holding{DB: db, Dialect: d, WorkerID: s.WorkerID, Fence: s.Fence}
+	return Holding{DB: db, Dialect: d, WorkerID: s.WorkerID, Fence: s.Fence, Instance: s.Instance}
 }
 
 func named(r Request, instance string) Request {

@@ -62,25 +62,31 @@ type sqlText struct {
 	// census: workers (three times). Live slots, rows, the lowest worker id
 	// without a row (NULL if none past an existing one), and whether 0 has one.
 	census string
+	// readBack: worker id. The fence and holder of a slot whose claim went
+	// unanswered.
+	readBack string
 	// holder: bound worker id. Who holds a slot, for error messages.
 	holder string
-	// renew: ttl ms, promise ms, worker id, fence (see with). Keeps a slot live and
-	// raises (never lowers) its promise. Every write moves beats, so that it
-	// always changes the row: go-sql-driver reports changed rows, not
-	// matched ones, and a write that changed nothing would read as lost.
+	// renew: ttl ms, promise ms, worker id, fence, instance (bound). Keeps
+	// a slot live and raises (never lowers) its promise. It names the
+	// holder's instance as well as the fence: a row deleted and made again
+	// starts at fence 1, which another holder's fence may equal. Every write
+	// moves beats, so that it always changes the row: go-sql-driver reports
+	// changed rows, not matched ones, and a write that changed nothing would
+	// read as lost.
 	renew string
-	// release: promise ms, worker id, fence (see with). Frees the slot now and leaves
+	// release: promise ms, worker id, fence, instance (bound). Frees the slot now and leaves
 	// the exact last issued millisecond as its promise.
 	release string
 	// audit: service, worker id, instance (bound; MySQL twice, for its ON
 	// DUPLICATE KEY UPDATE). The service's row in sys_sequence: who started
 	// last and which worker id it took.
 	audit string
-	// bind: readSlot, renew and release take their numbers as bound
-	// parameters (PostgreSQL: pgx prepares a statement once per
-	// connection and text, and a text that changed with every worker id
-	// would be prepared, and planned, at every call). Otherwise they are
-	// formatted into the text (go-sql-driver: one round trip, not two).
+	// bind: readSlot takes its worker id and layout as bound parameters
+	// (PostgreSQL: pgx prepares a statement once per connection and text,
+	// and a text that changed with every worker id would be prepared, and
+	// planned, at every call). Otherwise they are formatted into the text
+	// (go-sql-driver: one round trip, not two).
 	bind bool
 }
 
@@ -123,11 +129,14 @@ const (
 	insertFormat = "INSERT INTO sys_sequence_slot (" + slotColumns + ") VALUES (?, ?, ?, ?, 1, 1, %[1]s, %[1]s + ?, ?, %[2]s)"
 	holderFormat = "SELECT fence, service_name, instance, expires_ms, promise_ms, layout, %[1]s " +
 		"FROM sys_sequence_slot WHERE worker_id = ?"
-	renewFormat = "UPDATE sys_sequence_slot SET beats = beats + 1, expires_ms = %[1]s + %%d, " +
-		"promise_ms = %[3]s(promise_ms, %%d), updated_at = %[2]s WHERE worker_id = %%d AND fence = %%d"
-	releaseFormat = "UPDATE sys_sequence_slot SET beats = beats + 1, expires_ms = 0, promise_ms = %%d, updated_at = %[2]s " +
-		"WHERE worker_id = %%d AND fence = %%d"
+	renewFormat = "UPDATE sys_sequence_slot SET beats = beats + 1, expires_ms = %[1]s + ?, " +
+		"promise_ms = %[3]s(promise_ms, ?), updated_at = %[2]s WHERE worker_id = ? AND fence = ? AND instance = ?"
+	releaseFormat = "UPDATE sys_sequence_slot SET beats = beats + 1, expires_ms = 0, promise_ms = ?, updated_at = %[2]s " +
+		"WHERE worker_id = ? AND fence = ? AND instance = ?"
 )
+
+// readBack is the same on every dialect.
+const readBack = "SELECT fence, instance FROM sys_sequence_slot WHERE worker_id = %d"
 
 // slotColumns is the column list of the insert, in the order of its values.
 const slotColumns = "worker_id, service_name, instance, layout, fence, beats, taken_ms, expires_ms, promise_ms, updated_at"
@@ -190,6 +199,7 @@ var mysqlText = sqlText{
 	candidates: fmt.Sprintf(candidatesFormat, mysqlNowMs),
 	census:     fmt.Sprintf(censusFormat, mysqlNowMs),
 	holder:     fmt.Sprintf(holderFormat, mysqlNowMs),
+	readBack:   readBack,
 	renew:      fmt.Sprintf(renewFormat, mysqlNowMs, "NOW()", "GREATEST"),
 	release:    fmt.Sprintf(releaseFormat, mysqlNowMs, "NOW()"),
 	// The audit row records the worker id actually handed out (the Java
@@ -254,12 +264,13 @@ var pgText = sqlText{
 		pgNowMs + ", " + pgNowMs + " + $5, $6, CURRENT_TIMESTAMP)",
 	candidates: fmt.Sprintf(candidatesFormat, pgNowMs),
 	census:     fmt.Sprintf(censusFormat, pgNowMs),
+	readBack:   readBack,
 	holder: "SELECT fence, service_name, instance, expires_ms, promise_ms, layout, " + pgNowMs +
 		" FROM sys_sequence_slot WHERE worker_id = $1",
 	renew: "UPDATE sys_sequence_slot SET beats = beats + 1, expires_ms = " + pgNowMs + " + $1, " +
-		"promise_ms = GREATEST(promise_ms, $2), updated_at = CURRENT_TIMESTAMP WHERE worker_id = $3 AND fence = $4",
+		"promise_ms = GREATEST(promise_ms, $2), updated_at = CURRENT_TIMESTAMP WHERE worker_id = $3 AND fence = $4 AND instance = $5",
 	release: "UPDATE sys_sequence_slot SET beats = beats + 1, expires_ms = 0, promise_ms = $1, updated_at = CURRENT_TIMESTAMP " +
-		"WHERE worker_id = $2 AND fence = $3",
+		"WHERE worker_id = $2 AND fence = $3 AND instance = $4",
 	bind: true,
 	audit: "INSERT INTO sys_sequence (service_name, worker_id, instance, updated_at) VALUES ($1, $2, $3, CURRENT_TIMESTAMP) " +
 		"ON CONFLICT (service_name) DO UPDATE SET worker_id = EXCLUDED.worker_id, instance = EXCLUDED.instance, updated_at = EXCLUDED.updated_at",
@@ -291,6 +302,7 @@ var sqliteText = sqlText{
 	candidates: fmt.Sprintf(candidatesFormat, sqliteNowMs),
 	census:     fmt.Sprintf(censusFormat, sqliteNowMs),
 	holder:     fmt.Sprintf(holderFormat, sqliteNowMs),
+	readBack:   readBack,
 	// SQLite has no GREATEST; max() with two arguments is its scalar maximum.
 	renew:   fmt.Sprintf(renewFormat, sqliteNowMs, "CURRENT_TIMESTAMP", "max"),
 	release: fmt.Sprintf(releaseFormat, sqliteNowMs, "CURRENT_TIMESTAMP"),

@@ -152,8 +152,18 @@ func (s *session) settle(ctx context.Context, slot Slot, took bool, err error) (
 	)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(remaining(ctx, 0), time.Second))
 	defer cancel()
-	q := "SELECT fence, instance FROM sys_sequence_slot WHERE worker_id = " + fmt.Sprint(slot.WorkerID)
-	if rerr := s.r.DB.QueryRowContext(rctx, q).Scan(&fence, &instance); rerr != nil {
+	// In a transaction that ends here: with autocommit off in the DSN, a
+	// bare SELECT would leave one open, and its snapshot, on a pooled
+	// connection.
+	rerr := func() error {
+		tx, err := s.r.DB.BeginTx(rctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		return tx.QueryRowContext(rctx, fmt.Sprintf(s.q.readBack, slot.WorkerID)).Scan(&fence, &instance)
+	}()
+	if rerr != nil {
 		return Slot{}, false, fmt.Errorf("take slot %d: %w (and reading it back failed: %v)", slot.WorkerID, err, rerr)
 	}
 	if fence != slot.Fence || instance.String != s.r.Instance {
@@ -202,8 +212,8 @@ func (s *session) search(ctx context.Context, start int64, far **row, misses *in
 			return slot, ok, err
 		}
 		if !w.live() && w.exists {
-			return Slot{}, false, fmt.Errorf("every free worker id's floor is too far ahead of this clock: "+
-				"slot %d may issue from %s, %v from now, beyond the lease timeout", w.workerID,
+			return Slot{}, false, fmt.Errorf("%w: every free worker id's floor is too far ahead: "+
+				"slot %d may issue from %s, %v from now, beyond the lease timeout", ErrFloorAhead, w.workerID,
 				time.UnixMilli(w.promiseMs+1).UTC().Format(time.RFC3339Nano),
 				s.r.ahead(w.promiseMs+1))
 		}
@@ -242,8 +252,8 @@ func (s *session) takeExplicit(ctx context.Context, w row, clock Clock) (Slot, e
 			return Slot{}, fmt.Errorf("%w: worker id %d: %s", ErrHeld, w.workerID, s.holder(ctx, w.workerID))
 		default:
 			if ahead := s.r.ahead(w.promiseMs + 1); ahead > remaining(ctx, 0) {
-				return Slot{}, fmt.Errorf("worker id %d may issue only from %s, %v ahead of this clock, beyond the lease timeout",
-					w.workerID, time.UnixMilli(w.promiseMs+1).UTC().Format(time.RFC3339Nano), ahead)
+				return Slot{}, fmt.Errorf("%w: worker id %d may issue only from %s, %v ahead of this clock, beyond the lease timeout",
+					ErrFloorAhead, w.workerID, time.UnixMilli(w.promiseMs+1).UTC().Format(time.RFC3339Nano), ahead)
 			}
 			slot, ok, err = s.tryClaim(ctx, w, w.live())
 		}

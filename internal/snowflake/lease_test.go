@@ -249,3 +249,49 @@ func TestSameWorkerSwitchNoRepeat(t *testing.T) {
 	b := mustNext(t, g)
 	assert.Greater(t, b, a)
 }
+
+// TestCloseIsFinal: after Close, a Switch (a background lease that took a
+// slot just then) fails, and the generator stays closed; a Stop does not
+// replace Close's error.
+func TestCloseIsFinal(t *testing.T) {
+	g := newGen(t, Config{WorkerID: 1})
+	mustNext(t, g)
+	g.Close(ErrClosed)
+	require.ErrorIs(t, g.Switch(2, 0, MaxTime), ErrClosed)
+	g.Stop(errTestStop)
+	_, err := g.NextID()
+	require.ErrorIs(t, err, ErrClosed)
+	assert.Equal(t, int64(1), g.WorkerID())
+}
+
+// TestHighestAcrossBump: a clock-sequence bump moves the time field back;
+// Highest still reports the highest millisecond issued, which is what a
+// lease must release.
+func TestHighestAcrossBump(t *testing.T) {
+	clk := newFakeClock(testEpoch.Add(time.Hour))
+	g := newGen(t, Config{Layout: csLayout, WorkerID: 1, Clock: clk, Policy: Policy{Kind: ClockSequence}})
+	top := field(mustNext(t, g))
+	clk.Add(-2 * time.Second)
+	id := mustNext(t, g)
+	require.Less(t, field(id), top, "the bump moved the time field back")
+	assert.Equal(t, top, g.Highest())
+	g.Close(ErrClosed)
+	assert.Equal(t, top, g.Highest())
+}
+
+// TestBumpNeverBelowFloor: a clock that goes back below the worker id's
+// floor is refused under the clock-sequence policy: the previous holder
+// issued there.
+func TestBumpNeverBelowFloor(t *testing.T) {
+	clk := newFakeClock(testEpoch.Add(time.Hour))
+	now := clk.Now().Sub(testEpoch).Milliseconds()
+	g := newGen(t, Config{Layout: csLayout, WorkerID: 1, Clock: clk, Policy: Policy{Kind: ClockSequence}, Floor: now - 10})
+	mustNext(t, g)
+	clk.Add(-time.Second)
+	_, err := g.NextID()
+	require.ErrorIs(t, err, ErrClockBackwards)
+	assert.ErrorContains(t, err, "floor")
+	require.NoError(t, g.Switch(1, now-5000, MaxTime))
+	id := mustNext(t, g) // now-1000 is above the new floor: a bump is fine
+	assert.Equal(t, int64(1), Decode(id, csLayout).ClockSeq)
+}

@@ -146,6 +146,16 @@ func (g *Generator) rollback(old uint64, now, last int64) (next uint64, retry bo
 			return 0, false, fmt.Errorf("%w: all %d values used by %d rollbacks (clock moved back %dms)",
 				ErrClockSequenceExhausted, g.csMask+1, cs, back)
 		}
+		if floor := g.floor.Load(); now < floor {
+			// Below the floor, the worker id's previous holder issued: a
+			// new clock sequence does not keep those IDs apart.
+			return 0, false, fmt.Errorf("%w by %dms, below the worker id's floor %d ms after the epoch; "+
+				"the clock sequence cannot go there", ErrClockBackwards, back, floor)
+		}
+		// The time field moves back: remember how far it had come, which
+		// is what a release must leave as the promise.
+		for h := g.high.Load(); last > h && !g.high.CompareAndSwap(h, last); h = g.high.Load() {
+		}
 		return uint64(now)<<TimeShift | (cs+1)<<g.csShift | old&g.workerMask, false, nil
 	}
 	if err := g.refuse(back); err != nil {

@@ -56,6 +56,8 @@ var (
 	// ErrFenced: the next ID would open a millisecond past the limit (the
 	// promise its worker lease holds).
 	ErrFenced = errors.New("worker lease does not cover the next ID")
+	// ErrClosed: the generator was closed; nothing restarts it.
+	ErrClosed = errors.New("generator closed")
 )
 
 // LeadLimit is the largest lead a burst may take.
@@ -114,8 +116,11 @@ type Generator struct {
 	layout  Layout
 	epochMs int64
 
-	mu      sync.Mutex // serialises Stop, Switch and SetLimit
+	mu      sync.Mutex // serialises Stop, Close, Switch and SetLimit
+	closed  bool       // Close was called: no Switch restarts the generator
 	stopErr atomic.Pointer[error]
+	floor   atomic.Int64 // the lowest time field the worker id allows; read on rollbacks only
+	high    atomic.Int64 // the highest time field issued before a clock-sequence bump moved back
 }
 
 // New validates cfg and returns a generator.
@@ -161,6 +166,7 @@ func New(cfg Config) (*Generator, error) {
 		limit = MaxTime
 	}
 	g.limit.Store(limit)
+	g.floor.Store(cfg.Floor)
 	g.state.Store(g.above(uint64(cfg.WorkerID)<<g.seqBits, cfg.WorkerID, cfg.Floor))
 	switch c := cfg.Clock.(type) {
 	case nil:
@@ -370,12 +376,29 @@ func (g *Generator) Limit() int64 { return g.limit.Load() }
 
 // Stop makes every later NextID and NextIDs return err, until Switch, and
 // returns the last ID issued before the stop took effect (the state word as
-// it was; its time field is the last issued millisecond, or the floor's
-// predecessor if nothing was issued). No ID is issued after Stop returns.
+// it was). No ID is issued after Stop returns. After Close it changes
+// nothing but returns the same.
 func (g *Generator) Stop(err error) (last int64) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if !g.closed {
+		g.stopErr.Store(&err)
+	}
+	return g.stop()
+}
+
+// Close stops the generator for good: NextID returns err, Switch fails
+// with ErrClosed. It returns the last ID issued, as Stop does; see Highest
+// for the highest millisecond issued.
+func (g *Generator) Close(err error) (last int64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.closed = true
 	g.stopErr.Store(&err)
+	return g.stop()
+}
+
+func (g *Generator) stop() int64 {
 	for {
 		old := g.state.Load()
 		if g.state.CompareAndSwap(old, old|stopBit) {
@@ -383,6 +406,11 @@ func (g *Generator) Stop(err error) (last int64) {
 		}
 	}
 }
+
+// Highest returns the highest time field (ms since the epoch) any ID of
+// this generator has had, or the one below its floor: the state's, or the
+// one a clock-sequence bump moved back from. It is what a lease releases.
+func (g *Generator) Highest() int64 { return max(g.Last(), g.high.Load()) }
 
 // Switch moves the generator to workerID: the next ID opens a millisecond
 // after both the last issued one and floor-1, and none passes limit. It
@@ -399,6 +427,9 @@ func (g *Generator) Switch(workerID, floor, limit int64) error {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.closed {
+		return ErrClosed
+	}
 	// While the word changes hands, the limit is the lower of the old and the
 	// new one: a goroutine that loaded the old word (and reads the limit
 	// after it) stays within the old worker's promise, and one that loads
@@ -413,6 +444,7 @@ func (g *Generator) Switch(workerID, floor, limit int64) error {
 		}
 	}
 	g.limit.Store(limit)
+	g.floor.Store(floor)
 	return nil
 }
 
