@@ -59,7 +59,7 @@ func TestFaults(t *testing.T) {
 			_, err := db.Exec("DROP TABLE sys_sequence_slot")
 			require.NoError(t, err)
 			return db.DB, nil
-		}, SourceLease, "created the lease tables"},
+		}, SourceLease, "created lease tables"},
 		{"leasing connection killed mid-statement", func(t *testing.T, b dbtest.Backend, db *dbtest.DB) (*sql.DB, func()) {
 			release := db.LockPoolRow(t, b.Dialect)
 			t.Cleanup(release)

@@ -121,7 +121,8 @@ func (k *keeper) renew(ctx context.Context) time.Duration {
 	switch {
 	case left <= 0 && !k.fenced:
 		k.fenced = true
-		k.log.LogAttrs(ctx, slog.LevelError, "entflake: lease promise reached; NextID fails until a renewal succeeds", attrs...)
+		k.log.LogAttrs(ctx, slog.LevelError, "entflake: lease promise reached",
+			append(attrs, slog.String("effect", "NextID fails with ErrFenced until a renewal succeeds"))...)
 	case k.failures == 1:
 		k.log.LogAttrs(ctx, slog.LevelWarn, "entflake: lease renewal failed", attrs...)
 	default:
@@ -160,7 +161,7 @@ func (k *keeper) acquire(ctx context.Context) time.Duration {
 		return min(k.hb.Retry<<min(k.failures-1, 10), k.hb.Interval)
 	}
 	k.failures, k.fenced, k.held = 0, false, false
-	k.log.LogAttrs(ctx, slog.LevelInfo, "entflake: switched to a leased worker id",
+	k.log.LogAttrs(ctx, slog.LevelInfo, "entflake: switched to leased worker id",
 		slog.String("service", k.req.Service), slog.Int64("from_worker_id", from),
 		slog.Int64("worker_id", slot.WorkerID), slog.Int64("fence", slot.Fence), slog.String("source", k.source.String()))
 	k.audit(ctx)
@@ -215,7 +216,7 @@ func (k *keeper) audit(ctx context.Context) {
 	actx, cancel := context.WithTimeout(ctx, k.hb.Timeout)
 	defer cancel()
 	if err := lease.Audit(actx, k.req.DB, k.req.Dialect, k.req.Service, k.req.Instance, k.hold.WorkerID); err != nil && ctx.Err() == nil {
-		k.log.LogAttrs(ctx, slog.LevelWarn, "entflake: could not write the service's audit row",
+		k.log.LogAttrs(ctx, slog.LevelWarn, "entflake: audit row not written",
 			slog.String("service", k.req.Service), slog.Int64("worker_id", k.hold.WorkerID), slog.String("error", err.Error()))
 	}
 }
@@ -236,8 +237,8 @@ func (k *keeper) close() error {
 	attrs := []slog.Attr{slog.Int64("worker_id", k.hold.WorkerID), slog.Int64("fence", k.hold.Fence),
 		slog.Time("last", time.UnixMilli(lastMs))}
 	if err := lease.Release(ctx, *k.hold, lastMs); err != nil {
-		k.log.LogAttrs(ctx, slog.LevelWarn, "entflake: could not release the worker id; it is free when its TTL passes",
-			append(attrs, slog.String("error", err.Error()))...)
+		k.log.LogAttrs(ctx, slog.LevelWarn, "entflake: worker id not released",
+			append(attrs, slog.String("error", err.Error()), slog.String("effect", "the slot is free when its TTL passes"))...)
 		return fmt.Errorf("entflake: Close: release worker id %d: %w", k.hold.WorkerID, err)
 	}
 	k.log.LogAttrs(ctx, slog.LevelInfo, "entflake: worker id released", attrs...)

@@ -162,7 +162,7 @@ func openDB(ctx context.Context, db *sql.DB, dialectName string, opts []Option) 
 		g.k.g = g
 	}
 	g.status.Err = reason
-	c.logger.LogAttrs(ctx, slog.LevelWarn, "entflake: worker id from the fallback hash, not coordinated with other instances",
+	c.logger.LogAttrs(ctx, slog.LevelWarn, "entflake: worker id from fallback hash",
 		slog.String("service", c.service), slog.Int64("worker_id", id), slog.String("source", SourceFallback.String()),
 		slog.String("reason", reason.Error()),
 		slog.Bool("retrying_lease", g.k != nil),
@@ -226,18 +226,18 @@ func (c *config) openLease(ctx context.Context, k *keeper) (*Generator, error) {
 		return nil, err
 	}
 	if len(slot.Created) > 0 {
-		c.logger.LogAttrs(ctx, slog.LevelInfo, "entflake: created the lease tables",
+		c.logger.LogAttrs(ctx, slog.LevelInfo, "entflake: created lease tables",
 			append(attrs, slog.Any("tables", slot.Created))...)
 	}
 	if slot.Reseeded {
-		c.logger.LogAttrs(ctx, slog.LevelInfo, "entflake: the worker-id counter row was missing and was put back", attrs...)
+		c.logger.LogAttrs(ctx, slog.LevelInfo, "entflake: counter row restored", attrs...)
 	}
 	if slot.Recovered {
-		c.logger.LogAttrs(ctx, slog.LevelInfo, "entflake: the connection broke before the database confirmed the lease; "+
-			"the slot, read again, shows it taken", attrs...)
+		c.logger.LogAttrs(ctx, slog.LevelInfo, "entflake: lease answer lost, slot read back",
+			append(attrs, slog.String("detail", "the connection broke before the claim's answer; the slot shows it taken"))...)
 	}
 	if slot.TookOver {
-		c.logger.LogAttrs(ctx, slog.LevelWarn, "entflake: took over the slot of a live instance of the same pod",
+		c.logger.LogAttrs(ctx, slog.LevelWarn, "entflake: took over slot of same pod",
 			append(attrs, slog.String("previous", slot.Previous))...)
 	}
 	promise := "none"
@@ -261,7 +261,7 @@ func (c *config) openExplicit(ctx context.Context, db *sql.DB, dialectName strin
 		if err != nil {
 			return nil, err
 		}
-		c.logger.LogAttrs(ctx, slog.LevelInfo, "entflake: fixed worker id, not registered", append(attrs,
+		c.logger.LogAttrs(ctx, slog.LevelInfo, "entflake: fixed worker id without database", append(attrs,
 			slog.String("reason", "no database"))...)
 		return g, nil
 	}
@@ -302,12 +302,13 @@ func (c *config) openExplicit(ctx context.Context, db *sql.DB, dialectName strin
 		// near enough.
 		g.g.Stop(fmt.Errorf("entflake: NextID: %w: %w", ErrFenced, err))
 		g.status.State = LeaseFenced
-		c.logger.LogAttrs(ctx, slog.LevelWarn, "entflake: fixed worker id waits for its previous holder's promise; "+
-			"NextID fails until then", append(attrs, slog.String("reason", err.Error()))...)
+		c.logger.LogAttrs(ctx, slog.LevelWarn, "entflake: fixed worker id waits for floor",
+			append(attrs, slog.String("reason", err.Error()),
+				slog.String("effect", "NextID fails with ErrFenced until the clock nears the previous holder's promise"))...)
 		k.start()
 		return g, nil
 	}
-	c.logger.LogAttrs(ctx, slog.LevelWarn, "entflake: fixed worker id not registered; retrying in the background",
+	c.logger.LogAttrs(ctx, slog.LevelWarn, "entflake: fixed worker id unregistered",
 		append(attrs, slog.String("reason", err.Error()),
 			slog.String("risk", "another live instance with the same worker id would go unnoticed until registration succeeds"))...)
 	k.start()
@@ -330,11 +331,12 @@ func (c *config) openLifetime(ctx context.Context, db *sql.DB, dialectName, inst
 		return nil, fmt.Errorf("%w, leaving worker id %d unused", err, l.WorkerID)
 	}
 	if l.Wrapped {
-		c.logger.LogAttrs(ctx, slog.LevelWarn, "entflake: the lifetime worker-id counter wrapped around to 0; "+
-			"from now on a worker id may equal that of a live instance", append(attrs, slog.Int64("workers", c.layout.workers()))...)
+		c.logger.LogAttrs(ctx, slog.LevelWarn, "entflake: lifetime counter wrapped",
+			append(attrs, slog.Int64("workers", c.layout.workers()),
+				slog.String("risk", "from now on a worker id may equal that of a live instance"))...)
 	}
 	if l.AuditErr != nil {
-		c.logger.LogAttrs(ctx, slog.LevelWarn, "entflake: could not write the service's audit row",
+		c.logger.LogAttrs(ctx, slog.LevelWarn, "entflake: audit row not written",
 			append(attrs, slog.String("error", l.AuditErr.Error()))...)
 	}
 	g, err := c.build(l.WorkerID, SourceLease, instance)
@@ -357,10 +359,10 @@ func (c *config) checkSkew(ctx context.Context, clk lease.Clock, attrs []slog.At
 	}
 	attrs = append(attrs, slog.Duration("skew", skew), slog.Duration("limit", c.maxSkew))
 	if c.refuseSkew {
-		c.logger.LogAttrs(ctx, slog.LevelError, "entflake: local clock is far from the database's clock; refusing to start", attrs...)
+		c.logger.LogAttrs(ctx, slog.LevelError, "entflake: clock skew, refusing to start", attrs...)
 		return fmt.Errorf("%w: local clock is %v off the database's (limit %v); refusing to start", ErrClockSkew, skew, c.maxSkew)
 	}
-	c.logger.LogAttrs(ctx, slog.LevelWarn, "entflake: local clock is far from the database's clock", attrs...)
+	c.logger.LogAttrs(ctx, slog.LevelWarn, "entflake: clock skew", attrs...)
 	return nil
 }
 

@@ -144,7 +144,7 @@ func TestLadderLease(t *testing.T) {
 			pick(infos[0].attrs, "service", "worker_id", "source", "fence"))
 		// The first lease on a fresh database created the tables, and says
 		// so, without a warning: a fresh database is no alarm.
-		assert.Len(t, sink.find(slog.LevelInfo, "created the lease tables"), 1)
+		assert.Len(t, sink.find(slog.LevelInfo, "created lease tables"), 1)
 		assert.Empty(t, sink.find(slog.LevelWarn, ""))
 
 		g2 := open(t, db.DB, b.Dialect, WithService("payments"), logOpt)
@@ -174,7 +174,7 @@ func TestLadderExplicit(t *testing.T) {
 		assert.Equal(t, int64(9), g.WorkerID(), "the option wins over the environment")
 		assert.Equal(t, SourceExplicit, g.Source())
 		assert.Equal(t, LeaseNone, g.Lease().State)
-		infos := sink.find(slog.LevelInfo, "fixed worker id, not registered")
+		infos := sink.find(slog.LevelInfo, "fixed worker id without database")
 		require.Len(t, infos, 1)
 		assert.Equal(t, "explicit", infos[0].attrs["source"])
 		assert.Equal(t, "9", infos[0].attrs["worker_id"])
@@ -195,7 +195,7 @@ func TestLadderExplicit(t *testing.T) {
 		assert.Equal(t, int64(9), g.WorkerID())
 		assert.Equal(t, SourceExplicit, g.Source())
 		assert.Equal(t, LeaseUnregistered, g.Lease().State)
-		assert.Len(t, sink.find(slog.LevelWarn, "fixed worker id not registered"), 1)
+		assert.Len(t, sink.find(slog.LevelWarn, "fixed worker id unregistered"), 1)
 		checkIDs(t, g)
 		// With WithRequireLease it is an error instead.
 		_, err := OpenDB(context.Background(), down, dialect.MySQL, WithWorkerID(9), WithService("svc"),
@@ -353,7 +353,7 @@ func TestLadderLifetimeWrapWarns(t *testing.T) {
 		g = open(t, db.DB, b.Dialect, WithService("svc"), WithLifetimeLease(), logOpt)
 		assert.Equal(t, int64(0), g.WorkerID())
 		assert.Equal(t, SourceLease, g.Source())
-		assert.Len(t, sink.find(slog.LevelWarn, "wrapped around to 0"), 1)
+		assert.Len(t, sink.find(slog.LevelWarn, "lifetime counter wrapped"), 1)
 
 		_, err = db.Exec("UPDATE sys_sequence SET worker_id = 1023 WHERE service_name = '__global__'")
 		require.NoError(t, err)
@@ -377,7 +377,7 @@ func TestLadderClockSkew(t *testing.T) {
 		sink, logOpt := newSink()
 		g := open(t, db.DB, b.Dialect, WithService("svc"), logOpt, WithClock(skewedClock{time.Hour}))
 		assert.Equal(t, SourceLease, g.Source())
-		warns := sink.find(slog.LevelWarn, "far from the database's clock")
+		warns := sink.find(slog.LevelWarn, "clock skew")
 		require.Len(t, warns, 1)
 		// The skew is measured across a round trip and rounded to the
 		// millisecond, so it is an hour give or take a little, either side.

@@ -265,7 +265,7 @@ func TestLostLease(t *testing.T) {
 			assert.Positive(t, after)
 			st := g.Lease()
 			assert.Equal(t, SourceLease, st.Source)
-			assert.Len(t, sink.find(slog.LevelInfo, "switched to a leased worker id"), 1)
+			assert.Len(t, sink.find(slog.LevelInfo, "switched to leased worker id"), 1)
 		})
 	})
 }
@@ -356,7 +356,7 @@ func TestFallbackUpgrade(t *testing.T) {
 			}
 		}
 		assert.Less(t, lastFallback, firstLease, "every fallback ID is below every leased one")
-		infos := sink.find(slog.LevelInfo, "switched to a leased worker id")
+		infos := sink.find(slog.LevelInfo, "switched to leased worker id")
 		require.Len(t, infos, 1)
 		assert.Equal(t, fmt.Sprint(from), infos[0].attrs["from_worker_id"])
 		assert.Equal(t, fmt.Sprint(leased), infos[0].attrs["worker_id"])
@@ -392,7 +392,7 @@ func TestExplicitLiveElsewhere(t *testing.T) {
 		again := open(t, db.DB, b.Dialect, WithService("ledger"), WithWorkerID(7), WithHeartbeat(fastBeat),
 			WithLeaseTimeout(10*time.Second), logOpt)
 		assert.Equal(t, int64(7), again.WorkerID())
-		assert.Len(t, sink.find(slog.LevelWarn, "took over the slot"), 1)
+		assert.Len(t, sink.find(slog.LevelWarn, "took over slot"), 1)
 		id, err := again.NextID()
 		require.NoError(t, err)
 		assert.Greater(t, unixMs(t, again, id), first.Lease().Promise.UnixMilli(), "above the old incarnation's promise")

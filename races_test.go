@@ -173,7 +173,7 @@ func TestExplicitFloorAhead(t *testing.T) {
 	assert.Equal(t, LeaseFenced, next.Lease().State)
 	_, err = next.NextID()
 	assert.ErrorIs(t, err, ErrFenced)
-	assert.Len(t, sink.find(slog.LevelWarn, "waits for its previous holder's promise"), 1)
+	assert.Len(t, sink.find(slog.LevelWarn, "waits for floor"), 1)
 	repeats, issued := countRepeats(next, seen, 5500*time.Millisecond)
 	assert.Zero(t, repeats)
 	assert.Positive(t, issued, "registered once the clock came near the floor")
