@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
 	"time"
 
@@ -130,7 +129,6 @@ type Generator struct {
 	g        *snowflake.Generator
 	service  string
 	instance string
-	logger   *slog.Logger
 	k        *keeper // the lease's background work, if any
 
 	mu     sync.Mutex

@@ -185,20 +185,15 @@ func (k *keeper) take(ctx context.Context) (lease.Slot, error) {
 // and switches the generator to it. If the wait does not end in time, the
 // slot is released with its old promise, untouched.
 func (k *keeper) adopt(ctx context.Context, slot lease.Slot) error {
-	h := k.req.Holding(slot)
 	if err := waitClock(ctx, k.clock, time.UnixMilli(slot.Floor).Add(-k.lead)); err != nil {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), k.hb.Timeout)
-		defer cancel()
-		_ = lease.Release(rctx, h, slot.Floor-1)
+		k.giveBack(ctx, slot)
 		return err
 	}
 	if err := k.g.g.Switch(slot.WorkerID, k.field(slot.Floor), k.field(slot.Promise)); err != nil {
-		// Closed meanwhile: nothing was issued under the slot; give it back.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), k.hb.Timeout)
-		defer cancel()
-		_ = lease.Release(rctx, h, slot.Floor-1)
+		k.giveBack(ctx, slot) // closed meanwhile
 		return err
 	}
+	h := k.req.Holding(slot)
 	k.hold, k.promise = &h, slot.Promise
 	k.g.update(func(s *LeaseStatus) {
 		s.Source, s.State, s.Fence, s.Renewed, s.Err = k.source, LeaseHeld, slot.Fence, time.Now(), nil
@@ -208,6 +203,14 @@ func (k *keeper) adopt(ctx context.Context, slot lease.Slot) error {
 		}
 	})
 	return nil
+}
+
+// giveBack releases a slot just taken and never issued under, leaving its
+// old promise (the floor's predecessor) as it was, even when ctx has ended.
+func (k *keeper) giveBack(ctx context.Context, slot lease.Slot) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), k.hb.Timeout)
+	defer cancel()
+	_ = lease.Release(rctx, k.req.Holding(slot), slot.Floor-1)
 }
 
 // audit writes the service's row in sys_sequence: who started last, and

@@ -204,21 +204,15 @@ func (c *config) openLease(ctx context.Context, k *keeper) (*Generator, error) {
 	if err != nil {
 		return nil, mapLeaseError(err)
 	}
-	h := k.req.Holding(slot)
-	giveBack := func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.heartbeat.Timeout)
-		defer cancel()
-		_ = lease.Release(rctx, h, slot.Floor-1)
-	}
 	attrs := []slog.Attr{slog.String("service", c.service), slog.Int64("worker_id", slot.WorkerID),
 		slog.String("source", k.source.String())}
 	if err := c.checkSkew(ctx, slot.Clock, attrs); err != nil {
-		giveBack()
+		k.giveBack(ctx, slot)
 		return nil, fmt.Errorf("%w, leaving worker id %d unused", err, slot.WorkerID)
 	}
 	g, err := c.build(slot.WorkerID, k.source, k.req.Instance)
 	if err != nil {
-		giveBack()
+		k.giveBack(ctx, slot)
 		return nil, err
 	}
 	k.g, g.k = g, k

@@ -513,3 +513,15 @@ func TestCloseReleases(t *testing.T) {
 		assert.Greater(t, id, ids[len(ids)-1])
 	})
 }
+
+// TestHeartbeatDefaults: the figures the README and Heartbeat's godoc give
+// for the defaults: a promise 80 s ahead, and a 63 s outage ridden out.
+func TestHeartbeatDefaults(t *testing.T) {
+	h, err := Heartbeat{}.withDefaults()
+	require.NoError(t, err)
+	assert.Equal(t, Heartbeat{Interval: 10 * time.Second, Retry: 2 * time.Second, Timeout: 5 * time.Second,
+		Margin: 10 * time.Second, TTL: 90 * time.Second}, h)
+	assert.Equal(t, 80*time.Second, h.horizon())
+	assert.Equal(t, 63*time.Second, Heartbeat{}.Outage())
+	assert.Equal(t, fastBeat.TTL-fastBeat.Margin-fastBeat.Interval-fastBeat.Timeout-fastBeat.Retry, fastBeat.Outage())
+}

@@ -312,7 +312,7 @@ func (c *config) build(workerID int64, source Source, instance string) (*Generat
 	if err != nil {
 		return nil, err
 	}
-	return &Generator{g: g, service: c.service, instance: instance, logger: c.logger,
+	return &Generator{g: g, service: c.service, instance: instance,
 		status: LeaseStatus{Source: source, WorkerID: workerID}}, nil
 }
 

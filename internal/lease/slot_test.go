@@ -32,13 +32,6 @@ func slotOf(t testing.TB, db *sql.DB, w int64) slotState {
 	return s
 }
 
-// expire makes a slot's expiry pass, as if its holder had died long ago.
-func expire(t testing.TB, db *sql.DB, w int64) {
-	t.Helper()
-	_, err := db.Exec(fmt.Sprintf("UPDATE sys_sequence_slot SET expires_ms = 1 WHERE worker_id = %d", w))
-	require.NoError(t, err)
-}
-
 // free makes a slot's expiry pass and its promise lie a second in the past:
 // a holder that died long ago, whose floor no clock has to wait for.
 func free(t testing.TB, db *sql.DB, w int64) {

@@ -14,7 +14,7 @@ func (s *session) take(ctx context.Context) (Slot, error) {
 	r := s.r
 	var clock Clock
 	// The first read carries the database's clock for the skew check, and
-	// the layouts of the live slots for the guard.
+	// the layout guard.
 	first, err := s.first(ctx, &clock)
 	if err != nil {
 		return Slot{}, err
@@ -173,6 +173,13 @@ func (s *session) settle(ctx context.Context, slot Slot, took bool, err error) (
 	return slot, true, nil
 }
 
+// floorAhead is the error for a slot whose floor the deadline cannot wait
+// for.
+func (s *session) floorAhead(w row) error {
+	return fmt.Errorf("%w: worker id %d may issue only from %s, %v ahead of this clock, beyond the lease timeout",
+		ErrFloorAhead, w.workerID, time.UnixMilli(w.promiseMs+1).UTC().Format(time.RFC3339Nano), s.r.ahead(w.promiseMs+1))
+}
+
 // search asks the table for free slots once probing the counter has met
 // enough live ones.
 func (s *session) search(ctx context.Context, start int64, far **row, misses *int) (Slot, bool, error) {
@@ -212,10 +219,7 @@ func (s *session) search(ctx context.Context, start int64, far **row, misses *in
 			return slot, ok, err
 		}
 		if !w.live() && w.exists {
-			return Slot{}, false, fmt.Errorf("%w: every free worker id's floor is too far ahead: "+
-				"slot %d may issue from %s, %v from now, beyond the lease timeout", ErrFloorAhead, w.workerID,
-				time.UnixMilli(w.promiseMs+1).UTC().Format(time.RFC3339Nano),
-				s.r.ahead(w.promiseMs+1))
+			return Slot{}, false, fmt.Errorf("every free worker id's floor is too far ahead: %w", s.floorAhead(w))
 		}
 		*misses++
 		return Slot{}, false, nil
@@ -251,9 +255,8 @@ func (s *session) takeExplicit(ctx context.Context, w row, clock Clock) (Slot, e
 		case w.live() && (s.r.TakeOver == "" || w.service != s.r.Service || !strings.HasPrefix(w.instance, s.r.TakeOver)):
 			return Slot{}, fmt.Errorf("%w: worker id %d: %s", ErrHeld, w.workerID, s.holder(ctx, w.workerID))
 		default:
-			if ahead := s.r.ahead(w.promiseMs + 1); ahead > remaining(ctx, 0) {
-				return Slot{}, fmt.Errorf("%w: worker id %d may issue only from %s, %v ahead of this clock, beyond the lease timeout",
-					ErrFloorAhead, w.workerID, time.UnixMilli(w.promiseMs+1).UTC().Format(time.RFC3339Nano), ahead)
+			if s.r.ahead(w.promiseMs+1) > remaining(ctx, 0) {
+				return Slot{}, s.floorAhead(w)
 			}
 			slot, ok, err = s.tryClaim(ctx, w, w.live())
 		}
