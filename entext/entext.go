@@ -47,7 +47,8 @@
 // one, and a dependency (entc.Dependency) whose field is entflake or whose
 // option is IDGenerator. It fails too, naming the field, for
 // mixin.JSONString() on a field that is not a plain int64 or that is kept
-// out of JSON.
+// out of JSON, and for the mark on a schema or an edge, where it would do
+// nothing.
 package entext
 
 import (

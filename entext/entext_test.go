@@ -175,6 +175,17 @@ func (GoodRef) Fields() []ent.Field {
 	}
 }
 
+// MisplacedRef has the mark on the schema and on an edge.
+type MisplacedRef struct{ ent.Schema }
+
+func (MisplacedRef) Annotations() []schema.Annotation {
+	return []schema.Annotation{entflakemixin.JSONString()}
+}
+
+func (MisplacedRef) Edges() []ent.Edge {
+	return []ent.Edge{edge.To("owner", Plain.Type).Unique().Annotations(entflakemixin.JSONString())}
+}
+
 // OwnSequence maps a type of the user's to the lease's table.
 type OwnSequence struct{ ent.Schema }
 
@@ -225,6 +236,8 @@ func TestCheck(t *testing.T) {
 		"go type ref":     {[]ent.Interface{GoTypeRef{}}, nil, []string{"schema GoTypeRef", "field typed_id", "custom Go type"}},
 		"hidden refs": {[]ent.Interface{HiddenRef{}}, nil, []string{"schema HiddenRef",
 			"field dash_id", `json:"-"`, "field ann_id"}},
+		"misplaced": {[]ent.Interface{MisplacedRef{}, Plain{}}, nil, []string{"schema MisplacedRef has entflakemixin.JSONString() as a schema annotation",
+			"schema MisplacedRef: edge owner has"}},
 		"same key":  {[]ent.Interface{SameKeyRef{}}, nil, []string{"schema SameKeyRef", "fields a_id and b_id", `JSON key "ref"`}},
 		"ref clash": {[]ent.Interface{RefClash{}}, nil, []string{"schema RefClash", "field unmarshal_json", "UnmarshalJSON", "owner_id"}},
 	} {

@@ -191,10 +191,23 @@ func markJSONStrings(g *gen.Graph) {
 }
 
 // checkJSON returns, through fail, every reason the fields of a type that
-// marshal as JSON strings cannot: a mark on a field that is not a plain
-// int64 or is kept out of JSON, two of them with one key, and a field that
-// would clash with the generated UnmarshalJSON.
+// marshal as JSON strings cannot: a mark on a schema or an edge, where it
+// would do nothing, on a field that is not a plain int64 or is kept out of
+// JSON, two of them with one key, and a field that would clash with the
+// generated UnmarshalJSON.
 func checkJSON(n *gen.Type, fail func(format string, args ...any)) {
+	// The mark does nothing on a schema or an edge: say so rather than
+	// leave the ids numbers.
+	if _, ok := n.Annotations[mixin.JSONStringAnnotationName]; ok {
+		fail("schema %s has entflakemixin.JSONString() as a schema annotation; it marks fields: put it on each int64 "+
+			"field that holds an id (for the id itself, use SnowflakeID{JSONString: true})", n.Name)
+	}
+	for _, e := range n.Edges {
+		if _, ok := e.Annotations[mixin.JSONStringAnnotationName]; ok {
+			fail("schema %s: edge %s has entflakemixin.JSONString(); it marks fields: declare the edge's field "+
+				"(field.Int64 and .Field on the edge) and put the mark on it", n.Name, e.Name)
+		}
+	}
 	var fs []*gen.Field
 	if n.ID != nil {
 		fs = append(fs, n.ID)
