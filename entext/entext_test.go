@@ -415,3 +415,22 @@ func TestMark(t *testing.T) {
 	}
 	assert.False(t, uses(42))
 }
+
+// TestMarkJSONStrings: the tag the model template writes gets ",string",
+// whether it is the field's own or a schema's field.Annotation, held as
+// entc's loader holds it or as the annotation itself (a graph built in Go).
+func TestMarkJSONStrings(t *testing.T) {
+	g := graph(t, nil, GoodRef{})
+	n := g.Nodes[0]
+	markJSONStrings(g)
+	assert.Equal(t, `json:"owner_id,string,omitempty"`, tagOf(n, n.Fields[0]))
+	assert.Equal(t, `json:"unmarshal_json_not,omitempty"`, tagOf(n, n.Fields[1]), "an unmarked field keeps its tag")
+
+	g = graph(t, nil, GoodRef{})
+	n = g.Nodes[0]
+	n.Annotations = map[string]any{field.Annotation{}.Name(): field.Annotation{StructTag: map[string]string{"owner_id": `json:"owner" yaml:"o"`}}}
+	assert.Equal(t, `json:"owner" yaml:"o"`, tagOf(n, n.Fields[0]))
+	markJSONStrings(g)
+	assert.Equal(t, `json:"owner,string" yaml:"o"`, tagOf(n, n.Fields[0]))
+	assert.Equal(t, []jsonField{{Key: "owner", StructField: "OwnerID", Ptr: true, Label: `GoodRef.owner_id (JSON key "owner")`}}, jsonFields(n))
+}

@@ -87,21 +87,23 @@ func jsonFields(n *gen.Type) []jsonField {
 
 // fieldTags returns the struct tags that a schema's field.Annotation sets
 // in place of its fields' own (the model template takes them from there),
-// in the form entc's loader stores annotations in: map[string]any.
-func fieldTags(n *gen.Type) (map[string]any, bool) {
+// in the form entc's loader stores annotations in: map[string]any. A graph
+// built in Go may hold the annotation itself: with store, it is replaced by
+// that form, so that the tags returned are those the template reads.
+func fieldTags(n *gen.Type, store bool) (map[string]any, bool) {
 	a, ok := n.Annotations[field.Annotation{}.Name()]
 	if !ok {
 		return nil, false
 	}
 	m, ok := a.(map[string]any)
 	if !ok {
-		// A graph built in Go may hold the annotation itself; store it as
-		// the loader would.
 		b, err := json.Marshal(a)
 		if err != nil || json.Unmarshal(b, &m) != nil {
 			return nil, false
 		}
-		n.Annotations[field.Annotation{}.Name()] = m
+		if store {
+			n.Annotations[field.Annotation{}.Name()] = m
+		}
 	}
 	tags, ok := m["StructTag"].(map[string]any)
 	return tags, ok
@@ -110,7 +112,7 @@ func fieldTags(n *gen.Type) (map[string]any, bool) {
 // tagOf returns the struct tag of a field of a type as the model template
 // writes it.
 func tagOf(n *gen.Type, f *gen.Field) string {
-	if tags, ok := fieldTags(n); ok {
+	if tags, ok := fieldTags(n, false); ok {
 		if t, ok := tags[f.Name].(string); ok {
 			return t
 		}
@@ -181,7 +183,7 @@ func markJSONStrings(g *gen.Graph) {
 	for _, n := range g.Nodes {
 		for _, f := range stringFields(n) {
 			f.StructTag = withString(f.StructTag)
-			if tags, ok := fieldTags(n); ok {
+			if tags, ok := fieldTags(n, true); ok {
 				if t, ok := tags[f.Name].(string); ok {
 					tags[f.Name] = withString(t)
 				}
