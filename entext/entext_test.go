@@ -342,6 +342,15 @@ func TestGeneratedJSON(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(b), "func entflakeParseJSONID(")
 
+	// Without the mixin in the graph, the helpers are there all the same.
+	g = graph(t, nil, GoodRef{})
+	g.Target, g.Templates, g.Hooks = t.TempDir(), New().Templates(), New().Hooks()
+	require.NoError(t, g.Gen())
+	b, err = os.ReadFile(filepath.Join(g.Target, "entflake.go"))
+	require.NoError(t, err)
+	assert.Contains(t, string(b), "func entflakeParseJSONID(")
+	assert.Contains(t, string(b), `"encoding/json"`)
+
 	g = graph(t, nil, Good{})
 	g.Target, g.Templates, g.Hooks = t.TempDir(), New().Templates(), New().Hooks()
 	require.NoError(t, g.Gen())
