@@ -18,7 +18,9 @@
 //   - for upserts, a conflict clause that keeps the primary key of the row
 //     being updated (see README: the ResolveWithNewValues trap), and on
 //     MySQL reports that row's id back through LAST_INSERT_ID;
-//   - for SnowflakeID{JSONString: true}, an UnmarshalJSON that accepts the id
+//   - for SnowflakeID{JSONString: true} and for the int64 fields marked with
+//     mixin.JSONString() (of any type), the option ",string" in their json
+//     struct tags, and one UnmarshalJSON per type that accepts each of them
 //     as a string or a number;
 //   - the registration of entflake's tables (sys_sequence and
 //     sys_sequence_slot) in migrate.Tables, so a bare
@@ -41,9 +43,12 @@
 // (it gives each type an id range, which pre-assigned ids ignore), or for
 // the few names that would clash with what it generates: a type named
 // IDGenerator, NextID or Entflake (whose model file would be entflake.go),
-// a field that would be the struct field UnmarshalJSON of a type with
-// SnowflakeID{JSONString: true}, and a dependency (entc.Dependency) whose
-// field is entflake or whose option is IDGenerator.
+// a field that would be the struct field UnmarshalJSON of a type that gets
+// one, and a dependency (entc.Dependency) whose field is entflake or whose
+// option is IDGenerator. It fails too, naming the field, for
+// mixin.JSONString() on a field that is not a plain int64 or that is kept
+// out of JSON, and for the mark on a schema or an edge, where it would do
+// nothing.
 package entext
 
 import (
@@ -78,12 +83,13 @@ func New() *Extension { return &Extension{} }
 
 // funcs are the template functions the extension's templates use.
 var funcs = template.FuncMap{
-	"entflakeUses":      uses,
-	"entflakeJSON":      jsonString,
-	"entflakeAny":       func(g *gen.Graph) bool { return len(marked(g)) > 0 },
-	"entflakeAnyJSON":   anyJSON,
-	"entflakeTypeNames": func(g *gen.Graph) string { return strings.Join(marked(g), ", ") },
-	"entflakeTables":    unmapped,
+	"entflakeUses":       uses,
+	"entflakeAny":        func(g *gen.Graph) bool { return len(marked(g)) > 0 },
+	"entflakeAnyJSON":    anyJSON,
+	"entflakeJSONFields": jsonFields,
+	"entflakeJSONKeys":   jsonKeys,
+	"entflakeTypeNames":  func(g *gen.Graph) string { return strings.Join(marked(g), ", ") },
+	"entflakeTables":     unmapped,
 	"entflakeQuoted": func(g *gen.Graph) string {
 		var q []string
 		for _, name := range marked(g) {
@@ -91,16 +97,6 @@ var funcs = template.FuncMap{
 		}
 		return strings.Join(q, ", ")
 	},
-}
-
-// anyJSON reports whether a type of the graph asks for a JSON string id.
-func anyJSON(g *gen.Graph) bool {
-	for _, n := range g.Nodes {
-		if jsonString(n) {
-			return true
-		}
-	}
-	return false
 }
 
 // marked returns the names of the graph's types that use mixin.SnowflakeID.
@@ -131,6 +127,7 @@ func (*Extension) Hooks() []gen.Hook {
 			if err := Check(g); err != nil {
 				return err
 			}
+			markJSONStrings(g)
 			return next.Generate(g)
 		})
 	}}
@@ -211,18 +208,11 @@ func Check(g *gen.Graph) error {
 		case "Entflake":
 			fail("schema %s: its generated file %s.go would overwrite entflake's; rename the type", n.Name, n.PackageDir())
 		}
+		checkJSON(n, fail)
 		if !uses(n) {
 			continue
 		}
 		users = append(users, n.Name)
-		if jsonString(n) {
-			for _, f := range n.Fields {
-				if f.StructField() == "UnmarshalJSON" {
-					fail("schema %s: its field %s would clash with the UnmarshalJSON that SnowflakeID{JSONString: true} "+
-						"generates; rename the field", n.Name, f.Name)
-				}
-			}
-		}
 		if n.IsEdgeSchema() {
 			fail("schema %s uses mixin.SnowflakeID but is an edge schema: ent inserts its rows itself when edges are "+
 				"added, without hooks, so nothing would give them an id; key it by its two edge fields "+

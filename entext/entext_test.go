@@ -109,6 +109,83 @@ func (JSONClash) Mixin() []ent.Mixin { return []ent.Mixin{entflakemixin.Snowflak
 
 func (JSONClash) Fields() []ent.Field { return []ent.Field{field.String("unmarshal_json")} }
 
+// StringRef marks a string field with JSONString.
+type StringRef struct{ ent.Schema }
+
+func (StringRef) Fields() []ent.Field {
+	return []ent.Field{field.String("account_id").Annotations(entflakemixin.JSONString())}
+}
+
+// IntRef marks an int (not int64) field.
+type IntRef struct{ ent.Schema }
+
+func (IntRef) Fields() []ent.Field {
+	return []ent.Field{field.Int("count_id").Annotations(entflakemixin.JSONString())}
+}
+
+// GoTypeRef marks an int64 field with a Go type of its own.
+type GoTypeRef struct{ ent.Schema }
+
+func (GoTypeRef) Fields() []ent.Field {
+	return []ent.Field{field.Int64("typed_id").GoType(MyID(0)).Annotations(entflakemixin.JSONString())}
+}
+
+// HiddenRef marks fields that are kept out of JSON.
+type HiddenRef struct{ ent.Schema }
+
+func (HiddenRef) Fields() []ent.Field {
+	return []ent.Field{
+		field.Int64("dash_id").StructTag(`json:"-"`).Annotations(entflakemixin.JSONString()),
+		field.Int64("ann_id").Annotations(entflakemixin.JSONString()),
+	}
+}
+
+func (HiddenRef) Annotations() []schema.Annotation {
+	return []schema.Annotation{field.Annotation{StructTag: map[string]string{"ann_id": `json:"-"`}}}
+}
+
+// SameKeyRef has two marked fields with one JSON key.
+type SameKeyRef struct{ ent.Schema }
+
+func (SameKeyRef) Fields() []ent.Field {
+	return []ent.Field{
+		field.Int64("a_id").StructTag(`json:"ref"`).Annotations(entflakemixin.JSONString()),
+		field.Int64("b_id").StructTag(`json:"ref,omitempty"`).Annotations(entflakemixin.JSONString()),
+	}
+}
+
+// RefClash has no mixin, but a marked field, and a field that would clash
+// with the UnmarshalJSON it gets.
+type RefClash struct{ ent.Schema }
+
+func (RefClash) Fields() []ent.Field {
+	return []ent.Field{
+		field.Int64("owner_id").Annotations(entflakemixin.JSONString()),
+		field.String("unmarshal_json"),
+	}
+}
+
+// GoodRef has a marked field, optional and nillable, and no mixin.
+type GoodRef struct{ ent.Schema }
+
+func (GoodRef) Fields() []ent.Field {
+	return []ent.Field{
+		field.Int64("owner_id").Optional().Nillable().Annotations(entflakemixin.JSONString()),
+		field.String("unmarshal_json_not"),
+	}
+}
+
+// MisplacedRef has the mark on the schema and on an edge.
+type MisplacedRef struct{ ent.Schema }
+
+func (MisplacedRef) Annotations() []schema.Annotation {
+	return []schema.Annotation{entflakemixin.JSONString()}
+}
+
+func (MisplacedRef) Edges() []ent.Edge {
+	return []ent.Edge{edge.To("owner", Plain.Type).Unique().Annotations(entflakemixin.JSONString())}
+}
+
 // OwnSequence maps a type of the user's to the lease's table.
 type OwnSequence struct{ ent.Schema }
 
@@ -138,7 +215,7 @@ func graph(t *testing.T, features []gen.Feature, schemas ...ent.Interface) *gen.
 }
 
 func TestCheck(t *testing.T) {
-	assert.NoError(t, Check(graph(t, nil, Good{}, Plain{})))
+	assert.NoError(t, Check(graph(t, nil, Good{}, Plain{}, GoodRef{})))
 	for name, c := range map[string]struct {
 		schemas  []ent.Interface
 		features []gen.Feature
@@ -154,6 +231,15 @@ func TestCheck(t *testing.T) {
 		"method clash":    {[]ent.Interface{JSONClash{}}, nil, []string{"schema JSONClash", "field unmarshal_json", "UnmarshalJSON"}},
 		"edge schema":     {[]ent.Interface{User{}, Group{}, Membership{}}, nil, []string{"schema Membership", "edge schema"}},
 		"several at once": {[]ent.Interface{StringID{}, DefaultID{}}, nil, []string{"schema StringID", "schema DefaultID"}},
+		"string ref":      {[]ent.Interface{StringRef{}}, nil, []string{"schema StringRef", "field account_id", "JSONString()", "is string, not int64"}},
+		"int ref":         {[]ent.Interface{IntRef{}}, nil, []string{"schema IntRef", "field count_id", "is int, not int64"}},
+		"go type ref":     {[]ent.Interface{GoTypeRef{}}, nil, []string{"schema GoTypeRef", "field typed_id", "custom Go type"}},
+		"hidden refs": {[]ent.Interface{HiddenRef{}}, nil, []string{"schema HiddenRef",
+			"field dash_id", `json:"-"`, "field ann_id"}},
+		"misplaced": {[]ent.Interface{MisplacedRef{}, Plain{}}, nil, []string{"schema MisplacedRef has entflakemixin.JSONString() as a schema annotation",
+			"schema MisplacedRef: edge owner has"}},
+		"same key":  {[]ent.Interface{SameKeyRef{}}, nil, []string{"schema SameKeyRef", "fields a_id and b_id", `JSON key "ref"`}},
+		"ref clash": {[]ent.Interface{RefClash{}}, nil, []string{"schema RefClash", "field unmarshal_json", "UnmarshalJSON", "owner_id"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			err := Check(graph(t, c.features, c.schemas...))
@@ -200,6 +286,78 @@ func TestHookStopsGeneration(t *testing.T) {
 	assert.False(t, called)
 	require.NoError(t, New().Hooks()[0](next).Generate(graph(t, nil, Good{})))
 	assert.True(t, called)
+	called = false
+	err = New().Hooks()[0](next).Generate(graph(t, nil, StringRef{}))
+	assert.ErrorContains(t, err, "schema StringRef: field account_id has entflakemixin.JSONString(), but is string, not int64")
+	assert.False(t, called)
+}
+
+// TestWithString: the option string joins the json key of a struct tag,
+// once, and the rest of the tag stays.
+func TestWithString(t *testing.T) {
+	for in, want := range map[string]string{
+		`json:"account_id,omitempty"`:         `json:"account_id,string,omitempty"`,
+		`json:"account_id"`:                   `json:"account_id,string"`,
+		`json:"id,string,omitempty"`:          `json:"id,string,omitempty"`,
+		`json:"a,omitempty,string"`:           `json:"a,omitempty,string"`,
+		`json:",omitempty"`:                   `json:",string,omitempty"`,
+		`xml:"a" json:"b,omitempty" yaml:"c"`: `xml:"a" json:"b,string,omitempty" yaml:"c"`,
+		`xml:"json:\"x\"" json:"b"`:           `xml:"json:\"x\"" json:"b,string"`,
+		`yaml:"c"`:                            `json:",string" yaml:"c"`,
+		``:                                    `json:",string"`,
+	} {
+		got := withString(in)
+		assert.Equal(t, want, got, in)
+		if k, ok := jsonKey(in, "F"); ok {
+			k2, _ := jsonKey(got, "F")
+			assert.Equal(t, k, k2, "the key stays: %s", in)
+		}
+	}
+	for tag, want := range map[string]string{`json:"a,string"`: "a", `json:",omitempty"`: "F", `xml:"x"`: "F", `json:"-,"`: "-"} {
+		k, ok := jsonKey(tag, "F")
+		assert.True(t, ok, tag)
+		assert.Equal(t, want, k, tag)
+	}
+	_, ok := jsonKey(`json:"-"`, "F")
+	assert.False(t, ok)
+}
+
+// TestGeneratedJSON: the generated model of a type with a marked field
+// (no mixin) carries ",string" in the tag and an UnmarshalJSON; a type
+// without any has neither, nor the helpers when no type needs them.
+func TestGeneratedJSON(t *testing.T) {
+	g := graph(t, nil, Good{}, GoodRef{})
+	g.Target, g.Templates, g.Hooks = t.TempDir(), New().Templates(), New().Hooks()
+	require.NoError(t, g.Gen())
+	b, err := os.ReadFile(filepath.Join(g.Target, "goodref.go"))
+	require.NoError(t, err)
+	assert.Contains(t, string(b), "OwnerID *int64 `json:\"owner_id,string,omitempty\"`")
+	assert.Contains(t, string(b), "func (_m *GoodRef) UnmarshalJSON(data []byte) error {")
+	assert.Contains(t, string(b), `entflakeJSONIDPtr{&_m.OwnerID, "GoodRef.owner_id"}`)
+	b, err = os.ReadFile(filepath.Join(g.Target, "good.go"))
+	require.NoError(t, err)
+	assert.NotContains(t, string(b), "UnmarshalJSON")
+	assert.Contains(t, string(b), "int64 `json:\"id,omitempty\"`")
+	b, err = os.ReadFile(filepath.Join(g.Target, "entflake.go"))
+	require.NoError(t, err)
+	assert.Contains(t, string(b), "func entflakeParseJSONID(")
+
+	// Without the mixin in the graph, the helpers are there all the same.
+	g = graph(t, nil, GoodRef{})
+	g.Target, g.Templates, g.Hooks = t.TempDir(), New().Templates(), New().Hooks()
+	require.NoError(t, g.Gen())
+	b, err = os.ReadFile(filepath.Join(g.Target, "entflake.go"))
+	require.NoError(t, err)
+	assert.Contains(t, string(b), "func entflakeParseJSONID(")
+	assert.Contains(t, string(b), `"encoding/json"`)
+
+	g = graph(t, nil, Good{})
+	g.Target, g.Templates, g.Hooks = t.TempDir(), New().Templates(), New().Hooks()
+	require.NoError(t, g.Gen())
+	b, err = os.ReadFile(filepath.Join(g.Target, "entflake.go"))
+	require.NoError(t, err)
+	assert.NotContains(t, string(b), "entflakeParseJSONID")
+	assert.NotContains(t, string(b), "encoding/json")
 }
 
 // OwnSlots maps a type of the user's to the slot table.
@@ -265,4 +423,23 @@ func TestMark(t *testing.T) {
 		assert.False(t, jsonString(n))
 	}
 	assert.False(t, uses(42))
+}
+
+// TestMarkJSONStrings: the tag the model template writes gets ",string",
+// whether it is the field's own or a schema's field.Annotation, held as
+// entc's loader holds it or as the annotation itself (a graph built in Go).
+func TestMarkJSONStrings(t *testing.T) {
+	g := graph(t, nil, GoodRef{})
+	n := g.Nodes[0]
+	markJSONStrings(g)
+	assert.Equal(t, `json:"owner_id,string,omitempty"`, tagOf(n, n.Fields[0]))
+	assert.Equal(t, `json:"unmarshal_json_not,omitempty"`, tagOf(n, n.Fields[1]), "an unmarked field keeps its tag")
+
+	g = graph(t, nil, GoodRef{})
+	n = g.Nodes[0]
+	n.Annotations = map[string]any{field.Annotation{}.Name(): field.Annotation{StructTag: map[string]string{"owner_id": `json:"owner" yaml:"o"`}}}
+	assert.Equal(t, `json:"owner" yaml:"o"`, tagOf(n, n.Fields[0]))
+	markJSONStrings(g)
+	assert.Equal(t, `json:"owner,string" yaml:"o"`, tagOf(n, n.Fields[0]))
+	assert.Equal(t, []jsonField{{Key: "owner", StructField: "OwnerID", Ptr: true, Label: `GoodRef.owner_id (JSON key "owner")`}}, jsonFields(n))
 }

@@ -211,15 +211,12 @@ type transferred struct {
 	event         *ent.Event
 }
 
-// transferEvent is the outbox payload. Ids go as strings: JavaScript reads
-// numbers above 2^53 wrong.
+// transferEvent is the outbox payload: the transfer's two entries, debit
+// first, as ent marshals them. Every id in it is a JSON string (JavaScript
+// reads numbers above 2^53 wrong): the schema marks the entries' ids, and
+// their group and account ids, so.
 type transferEvent struct {
-	GroupID       int64 `json:"group_id,string"`
-	DebitEntryID  int64 `json:"debit_entry_id,string"`
-	CreditEntryID int64 `json:"credit_entry_id,string"`
-	FromAccountID int64 `json:"from_account_id,string"`
-	ToAccountID   int64 `json:"to_account_id,string"`
-	AmountCents   int64 `json:"amount_cents"`
+	Entries []*ent.Entry `json:"entries"`
 }
 
 var errInsufficientFunds = errors.New("insufficient funds")
@@ -265,10 +262,7 @@ func transfer(ctx context.Context, client *ent.Client, from, to *ent.Account, am
 		return t, err
 	}
 	ids.add(t.credit.ID, fmt.Sprintf("entry: %s +%d", to.Owner, amount))
-	payload, err := json.Marshal(transferEvent{
-		GroupID: t.group, DebitEntryID: t.debit.ID, CreditEntryID: t.credit.ID,
-		FromAccountID: from.ID, ToAccountID: to.ID, AmountCents: amount,
-	})
+	payload, err := json.Marshal(transferEvent{Entries: []*ent.Entry{t.debit, t.credit}})
 	if err != nil {
 		return t, err
 	}
@@ -297,14 +291,25 @@ func check(ctx context.Context, client *ent.Client, t transferred, from, to *ent
 	if err != nil {
 		return err
 	}
+	// The payload decodes through the UnmarshalJSON generated for Entry,
+	// which takes the ids as strings (or numbers) with all their digits.
 	var p transferEvent
 	if err := json.Unmarshal(stored.Payload, &p); err != nil {
 		return err
 	}
-	want := transferEvent{t.group, t.debit.ID, t.credit.ID, from.ID, to.ID, entries[1].Amount}
-	if p != want {
-		return fmt.Errorf("outbox payload %+v, want %+v", p, want)
+	if len(p.Entries) != 2 {
+		return fmt.Errorf("outbox payload %s: want 2 entries", stored.Payload)
 	}
+	for i, want := range []*ent.Entry{entries[0], entries[1]} {
+		got := p.Entries[i]
+		if got.ID != want.ID || got.GroupID != want.GroupID || got.AccountID != want.AccountID || got.Amount != want.Amount {
+			return fmt.Errorf("outbox payload entry %v, want %v", got, want)
+		}
+	}
+	if p.Entries[0].AccountID != from.ID || p.Entries[1].AccountID != to.ID {
+		return fmt.Errorf("outbox payload %s: want accounts %d then %d", stored.Payload, from.ID, to.ID)
+	}
+	moved := p.Entries[1].Amount
 	a, err := client.Account.Get(ctx, from.ID)
 	if err != nil {
 		return err
@@ -313,8 +318,8 @@ func check(ctx context.Context, client *ent.Client, t transferred, from, to *ent
 	if err != nil {
 		return err
 	}
-	if a.Balance != from.Balance-p.AmountCents || b.Balance != to.Balance+p.AmountCents {
-		return fmt.Errorf("balances %d and %d after moving %d", a.Balance, b.Balance, p.AmountCents)
+	if a.Balance != from.Balance-moved || b.Balance != to.Balance+moved {
+		return fmt.Errorf("balances %d and %d after moving %d", a.Balance, b.Balance, moved)
 	}
 	return nil
 }

@@ -36,6 +36,7 @@ func TestMain(m *testing.M) {
 var (
 	firstLine = regexp.MustCompile(`^worker id (\d+) from the (\w+) rung \(service "([^"]+)", (\w+)\)$`)
 	longNum   = regexp.MustCompile(`\d{10,}`)
+	quotedNum = regexp.MustCompile(`"(\d{10,})"`)
 )
 
 // checkOutput decodes every long number the example printed: each must be
@@ -59,6 +60,22 @@ func checkOutput(t *testing.T, out string, from, to time.Time) (worker int64, so
 		ids[id] = true
 	}
 	assert.Len(t, ids, 7, "alice, bob, a group, two entries, an event, a rolled-back group")
+	// The outbox event carries its id, and the payload the entries with
+	// their group and account ids, all as JSON strings: JavaScript rounds a
+	// number above 2^53.
+	var event string
+	for _, l := range lines {
+		if e, ok := strings.CutPrefix(l, "outbox event: "); ok {
+			event = e
+		}
+	}
+	require.NotEmpty(t, event, "no outbox event in %q", out)
+	quoted := map[string]bool{}
+	for _, m := range quotedNum.FindAllStringSubmatch(event, -1) {
+		quoted[m[1]] = true
+	}
+	assert.Len(t, quoted, 6, "the event, two entries, the group and two accounts, as strings: %s", event)
+	assert.Len(t, longNum.FindAllString(event, -1), len(quotedNum.FindAllString(event, -1)), "an id as a JSON number: %s", event)
 	assert.Contains(t, out, "checked: ")
 	return worker, m[2]
 }

@@ -17,6 +17,13 @@
 //	entc.Generate("./schema", &gen.Config{}, entc.Extensions(entext.New()))
 //
 // That code needs no import of the generated runtime package.
+//
+// Fields that hold snowflake ids of other rows (foreign keys of edges,
+// plain references) are int64 fields of the user's schema; JSONString marks
+// one to be marshaled to JSON as a string, like SnowflakeID{JSONString: true}
+// does for the id:
+//
+//	field.Int64("account_id").Immutable().Annotations(entflakemixin.JSONString())
 package mixin
 
 import (
@@ -41,6 +48,8 @@ type SnowflakeID struct {
 	// JSONString makes the entity marshal its id to JSON as a string
 	// ("385716584448028672"), which JavaScript reads without losing
 	// precision above 2^53; decoding then accepts a string or a number.
+	// The fields that hold ids of other rows take the function JSONString
+	// as an annotation to do the same.
 	JSONString bool
 }
 
@@ -80,7 +89,35 @@ type Annotation struct {
 // Name implements schema.Annotation.
 func (Annotation) Name() string { return AnnotationName }
 
+// JSONString marks an int64 field that holds a snowflake id (the foreign key
+// of an edge, or any reference to another row) to be marshaled to JSON as a
+// string, which JavaScript reads without losing precision above 2^53, and
+// decoded from a string or a number:
+//
+//	field.Int64("account_id").Annotations(entflakemixin.JSONString())
+//
+// The field stays a plain int64 (or *int64 if Nillable), so it can be the
+// field of an edge, and takes the field's other options as usual. The entc
+// extension (package entext) adds the ",string" option to the field's json
+// struct tag, and generates the entity's UnmarshalJSON, one per type, which
+// decodes the id of SnowflakeID{JSONString: true} and every such field. Its
+// type need not use SnowflakeID. Generation fails, naming the field, for a
+// field that is not a plain int64 or that a json:"-" struct tag keeps out of
+// JSON.
+func JSONString() JSONStringAnnotation { return JSONStringAnnotation{} }
+
+// JSONStringAnnotationName is the name under which JSONString's mark is
+// stored in ent's graph.
+const JSONStringAnnotationName = "EntflakeJSONString"
+
+// JSONStringAnnotation is the field annotation JSONString returns.
+type JSONStringAnnotation struct{}
+
+// Name implements schema.Annotation.
+func (JSONStringAnnotation) Name() string { return JSONStringAnnotationName }
+
 var (
 	_ ent.Mixin         = SnowflakeID{}
 	_ schema.Annotation = Annotation{}
+	_ schema.Annotation = JSONStringAnnotation{}
 )

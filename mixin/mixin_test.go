@@ -40,3 +40,16 @@ func TestSnowflakeID(t *testing.T) {
 	assert.Equal(t, entflakemixin.AnnotationName, marks[0].Name())
 	assert.Equal(t, entflakemixin.Annotation{JSONString: true}, marks[0])
 }
+
+// TestJSONString: the mark is an annotation under its name; the field keeps
+// its other options and its tag (the extension adds ",string" at
+// generation, where it sees the tag ent will write).
+func TestJSONString(t *testing.T) {
+	d := field.Int64("account_id").Optional().Nillable().Immutable().
+		Annotations(entflakemixin.JSONString()).Descriptor()
+	require.NoError(t, d.Err)
+	assert.True(t, d.Optional && d.Nillable && d.Immutable)
+	assert.Empty(t, d.Tag)
+	require.Len(t, d.Annotations, 1)
+	assert.Equal(t, entflakemixin.JSONStringAnnotationName, d.Annotations[0].Name())
+}

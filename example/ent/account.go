@@ -16,7 +16,7 @@ type Account struct {
 	config `json:"-"`
 	// ID of the ent.
 	// Snowflake ID, assigned in the process before the INSERT (entflake).
-	ID int64 `json:"id,omitempty"`
+	ID int64 `json:"id,string,omitempty"`
 	// Owner holds the value of the "owner" field.
 	Owner string `json:"owner,omitempty"`
 	// cents
@@ -135,6 +135,20 @@ func (_m *Account) String() string {
 	builder.WriteString(fmt.Sprintf("%v", _m.Balance))
 	builder.WriteByte(')')
 	return builder.String()
+}
+
+// UnmarshalJSON decodes a Account, accepting each snowflake id as a JSON
+// string (the way it marshals them, for JavaScript's sake) or as a number:
+// id.
+func (_m *Account) UnmarshalJSON(data []byte) error {
+	type entflakeFields Account // without this method
+	return entflakeUnmarshalJSON(data, &struct {
+		ID entflakeJSONID `json:"id"`
+		*entflakeFields
+	}{
+		entflakeJSONID{&_m.ID, "Account.id"},
+		(*entflakeFields)(_m),
+	})
 }
 
 // Accounts is a parsable slice of Account.

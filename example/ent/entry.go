@@ -17,11 +17,11 @@ type Entry struct {
 	config `json:"-"`
 	// ID of the ent.
 	// Snowflake ID, assigned in the process before the INSERT (entflake).
-	ID int64 `json:"id,omitempty"`
+	ID int64 `json:"id,string,omitempty"`
 	// the transfer both legs belong to
-	GroupID int64 `json:"group_id,omitempty"`
+	GroupID int64 `json:"group_id,string,omitempty"`
 	// AccountID holds the value of the "account_id" field.
-	AccountID int64 `json:"account_id,omitempty"`
+	AccountID int64 `json:"account_id,string,omitempty"`
 	// cents; negative for the debit leg
 	Amount int64 `json:"amount,omitempty"`
 	// Edges holds the relations/edges for other nodes in the graph.
@@ -147,6 +147,24 @@ func (_m *Entry) String() string {
 	builder.WriteString(fmt.Sprintf("%v", _m.Amount))
 	builder.WriteByte(')')
 	return builder.String()
+}
+
+// UnmarshalJSON decodes a Entry, accepting each snowflake id as a JSON
+// string (the way it marshals them, for JavaScript's sake) or as a number:
+// id, group_id and account_id.
+func (_m *Entry) UnmarshalJSON(data []byte) error {
+	type entflakeFields Entry // without this method
+	return entflakeUnmarshalJSON(data, &struct {
+		ID        entflakeJSONID `json:"id"`
+		GroupID   entflakeJSONID `json:"group_id"`
+		AccountID entflakeJSONID `json:"account_id"`
+		*entflakeFields
+	}{
+		entflakeJSONID{&_m.ID, "Entry.id"},
+		entflakeJSONID{&_m.GroupID, "Entry.group_id"},
+		entflakeJSONID{&_m.AccountID, "Entry.account_id"},
+		(*entflakeFields)(_m),
+	})
 }
 
 // Entries is a parsable slice of Entry.

@@ -298,7 +298,7 @@ func (_q *EntryQuery) WithAccount(opts ...func(*AccountQuery)) *EntryQuery {
 // Example:
 //
 //	var v []struct {
-//		GroupID int64 `json:"group_id,omitempty"`
+//		GroupID int64 `json:"group_id,string,omitempty"`
 //		Count int `json:"count,omitempty"`
 //	}
 //
@@ -321,7 +321,7 @@ func (_q *EntryQuery) GroupBy(field string, fields ...string) *EntryGroupBy {
 // Example:
 //
 //	var v []struct {
-//		GroupID int64 `json:"group_id,omitempty"`
+//		GroupID int64 `json:"group_id,string,omitempty"`
 //	}
 //
 //	client.Entry.Query().

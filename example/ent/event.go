@@ -116,14 +116,18 @@ func (_m *Event) String() string {
 	return builder.String()
 }
 
-// UnmarshalJSON decodes a Event, accepting its id as a JSON string
-// (the way it marshals it, for JavaScript's sake) or as a number.
+// UnmarshalJSON decodes a Event, accepting each snowflake id as a JSON
+// string (the way it marshals them, for JavaScript's sake) or as a number:
+// id.
 func (_m *Event) UnmarshalJSON(data []byte) error {
 	type entflakeFields Event // without this method
 	return entflakeUnmarshalJSON(data, &struct {
 		ID entflakeJSONID `json:"id"`
 		*entflakeFields
-	}{entflakeJSONID{&_m.ID, "Event.id"}, (*entflakeFields)(_m)})
+	}{
+		entflakeJSONID{&_m.ID, "Event.id"},
+		(*entflakeFields)(_m),
+	})
 }
 
 // Events is a parsable slice of Event.

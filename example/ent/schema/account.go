@@ -14,9 +14,10 @@ import (
 // Account holds a balance in cents.
 type Account struct{ ent.Schema }
 
-// Mixin gives Account its snowflake id.
+// Mixin gives Account its snowflake id, marshaled to JSON as a string:
+// JavaScript reads numbers above 2^53 wrong.
 func (Account) Mixin() []ent.Mixin {
-	return []ent.Mixin{entflakemixin.SnowflakeID{}}
+	return []ent.Mixin{entflakemixin.SnowflakeID{JSONString: true}}
 }
 
 // Fields of Account.

@@ -13,16 +13,18 @@ import (
 // before either is inserted.
 type Entry struct{ ent.Schema }
 
-// Mixin gives Entry its snowflake id.
+// Mixin gives Entry its snowflake id, marshaled to JSON as a string.
 func (Entry) Mixin() []ent.Mixin {
-	return []ent.Mixin{entflakemixin.SnowflakeID{}}
+	return []ent.Mixin{entflakemixin.SnowflakeID{JSONString: true}}
 }
 
-// Fields of Entry.
+// Fields of Entry. The two that hold snowflake ids are marshaled to JSON as
+// strings too, like the entry's own id.
 func (Entry) Fields() []ent.Field {
 	return []ent.Field{
-		field.Int64("group_id").Immutable().Comment("the transfer both legs belong to"),
-		field.Int64("account_id").Immutable(),
+		field.Int64("group_id").Immutable().Comment("the transfer both legs belong to").
+			Annotations(entflakemixin.JSONString()),
+		field.Int64("account_id").Immutable().Annotations(entflakemixin.JSONString()),
 		field.Int64("amount").Immutable().Comment("cents; negative for the debit leg"),
 	}
 }

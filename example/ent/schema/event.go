@@ -11,7 +11,8 @@ import (
 
 // Event is an outbox row, written in the same transaction as the change it
 // announces; a relay publishes it later. Its payload carries ids that exist
-// before their rows do.
+// before their rows do: the example puts the transfer's entries in it, whose
+// ids, group ids and account ids all marshal as JSON strings.
 type Event struct{ ent.Schema }
 
 // Mixin gives Event its snowflake id, marshaled to JSON as a string for the

@@ -20,8 +20,10 @@ import (
 	"github.com/entflake/entflake/entext/internal/integration/ent/json"
 	"github.com/entflake/entflake/entext/internal/integration/ent/mutators"
 	"github.com/entflake/entflake/entext/internal/integration/ent/node"
+	"github.com/entflake/entflake/entext/internal/integration/ent/note"
 	"github.com/entflake/entflake/entext/internal/integration/ent/part"
 	"github.com/entflake/entflake/entext/internal/integration/ent/plain"
+	"github.com/entflake/entflake/entext/internal/integration/ent/reference"
 	"github.com/entflake/entflake/entext/internal/integration/ent/root"
 	"github.com/entflake/entflake/entext/internal/integration/ent/spec"
 	"github.com/entflake/entflake/entext/internal/integration/ent/strconv"
@@ -43,10 +45,14 @@ type Client struct {
 	Mutators *MutatorsClient
 	// Node is the client for interacting with the Node builders.
 	Node *NodeClient
+	// Note is the client for interacting with the Note builders.
+	Note *NoteClient
 	// Part is the client for interacting with the Part builders.
 	Part *PartClient
 	// Plain is the client for interacting with the Plain builders.
 	Plain *PlainClient
+	// Reference is the client for interacting with the Reference builders.
+	Reference *ReferenceClient
 	// Root is the client for interacting with the Root builders.
 	Root *RootClient
 	// Spec is the client for interacting with the Spec builders.
@@ -71,8 +77,10 @@ func (c *Client) init() {
 	c.Json = NewJSONClient(c.config)
 	c.Mutators = NewMutatorsClient(c.config)
 	c.Node = NewNodeClient(c.config)
+	c.Note = NewNoteClient(c.config)
 	c.Part = NewPartClient(c.config)
 	c.Plain = NewPlainClient(c.config)
+	c.Reference = NewReferenceClient(c.config)
 	c.Root = NewRootClient(c.config)
 	c.Spec = NewSpecClient(c.config)
 	c.Strconv = NewStrconvClient(c.config)
@@ -109,6 +117,7 @@ func newConfig(opts ...Option) config {
 	cfg.hooks.Mutators = append(cfg.hooks.Mutators, entflakeIDs)
 	cfg.hooks.Node = append(cfg.hooks.Node, entflakeIDs)
 	cfg.hooks.Part = append(cfg.hooks.Part, entflakeIDs)
+	cfg.hooks.Reference = append(cfg.hooks.Reference, entflakeIDs)
 	cfg.hooks.Root = append(cfg.hooks.Root, entflakeIDs)
 	cfg.hooks.Spec = append(cfg.hooks.Spec, entflakeIDs)
 	cfg.hooks.Strconv = append(cfg.hooks.Strconv, entflakeIDs)
@@ -180,19 +189,21 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 	cfg := c.config
 	cfg.driver = tx
 	return &Tx{
-		ctx:      ctx,
-		config:   cfg,
-		Builder:  NewBuilderClient(cfg),
-		Doc:      NewDocClient(cfg),
-		Json:     NewJSONClient(cfg),
-		Mutators: NewMutatorsClient(cfg),
-		Node:     NewNodeClient(cfg),
-		Part:     NewPartClient(cfg),
-		Plain:    NewPlainClient(cfg),
-		Root:     NewRootClient(cfg),
-		Spec:     NewSpecClient(cfg),
-		Strconv:  NewStrconvClient(cfg),
-		Widget:   NewWidgetClient(cfg),
+		ctx:       ctx,
+		config:    cfg,
+		Builder:   NewBuilderClient(cfg),
+		Doc:       NewDocClient(cfg),
+		Json:      NewJSONClient(cfg),
+		Mutators:  NewMutatorsClient(cfg),
+		Node:      NewNodeClient(cfg),
+		Note:      NewNoteClient(cfg),
+		Part:      NewPartClient(cfg),
+		Plain:     NewPlainClient(cfg),
+		Reference: NewReferenceClient(cfg),
+		Root:      NewRootClient(cfg),
+		Spec:      NewSpecClient(cfg),
+		Strconv:   NewStrconvClient(cfg),
+		Widget:    NewWidgetClient(cfg),
 	}, nil
 }
 
@@ -210,19 +221,21 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 	cfg := c.config
 	cfg.driver = &txDriver{tx: tx, drv: c.driver}
 	return &Tx{
-		ctx:      ctx,
-		config:   cfg,
-		Builder:  NewBuilderClient(cfg),
-		Doc:      NewDocClient(cfg),
-		Json:     NewJSONClient(cfg),
-		Mutators: NewMutatorsClient(cfg),
-		Node:     NewNodeClient(cfg),
-		Part:     NewPartClient(cfg),
-		Plain:    NewPlainClient(cfg),
-		Root:     NewRootClient(cfg),
-		Spec:     NewSpecClient(cfg),
-		Strconv:  NewStrconvClient(cfg),
-		Widget:   NewWidgetClient(cfg),
+		ctx:       ctx,
+		config:    cfg,
+		Builder:   NewBuilderClient(cfg),
+		Doc:       NewDocClient(cfg),
+		Json:      NewJSONClient(cfg),
+		Mutators:  NewMutatorsClient(cfg),
+		Node:      NewNodeClient(cfg),
+		Note:      NewNoteClient(cfg),
+		Part:      NewPartClient(cfg),
+		Plain:     NewPlainClient(cfg),
+		Reference: NewReferenceClient(cfg),
+		Root:      NewRootClient(cfg),
+		Spec:      NewSpecClient(cfg),
+		Strconv:   NewStrconvClient(cfg),
+		Widget:    NewWidgetClient(cfg),
 	}, nil
 }
 
@@ -252,8 +265,8 @@ func (c *Client) Close() error {
 // In order to add hooks to a specific client, call: `client.Node.Use(...)`.
 func (c *Client) Use(hooks ...Hook) {
 	for _, n := range []interface{ Use(...Hook) }{
-		c.Builder, c.Doc, c.Json, c.Mutators, c.Node, c.Part, c.Plain, c.Root, c.Spec,
-		c.Strconv, c.Widget,
+		c.Builder, c.Doc, c.Json, c.Mutators, c.Node, c.Note, c.Part, c.Plain,
+		c.Reference, c.Root, c.Spec, c.Strconv, c.Widget,
 	} {
 		n.Use(hooks...)
 	}
@@ -263,8 +276,8 @@ func (c *Client) Use(hooks ...Hook) {
 // In order to add interceptors to a specific client, call: `client.Node.Intercept(...)`.
 func (c *Client) Intercept(interceptors ...Interceptor) {
 	for _, n := range []interface{ Intercept(...Interceptor) }{
-		c.Builder, c.Doc, c.Json, c.Mutators, c.Node, c.Part, c.Plain, c.Root, c.Spec,
-		c.Strconv, c.Widget,
+		c.Builder, c.Doc, c.Json, c.Mutators, c.Node, c.Note, c.Part, c.Plain,
+		c.Reference, c.Root, c.Spec, c.Strconv, c.Widget,
 	} {
 		n.Intercept(interceptors...)
 	}
@@ -283,10 +296,14 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.Mutators.mutate(ctx, m)
 	case *NodeMutation:
 		return c.Node.mutate(ctx, m)
+	case *NoteMutation:
+		return c.Note.mutate(ctx, m)
 	case *PartMutation:
 		return c.Part.mutate(ctx, m)
 	case *PlainMutation:
 		return c.Plain.mutate(ctx, m)
+	case *ReferenceMutation:
+		return c.Reference.mutate(ctx, m)
 	case *RootMutation:
 		return c.Root.mutate(ctx, m)
 	case *SpecMutation:
@@ -555,6 +572,22 @@ func (c *DocClient) GetX(ctx context.Context, id int64) *Doc {
 		panic(err)
 	}
 	return obj
+}
+
+// QueryReferences queries the references edge of a Doc.
+func (c *DocClient) QueryReferences(_m *Doc) *ReferenceQuery {
+	query := (&ReferenceClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(doc.Table, doc.FieldID, id),
+			sqlgraph.To(reference.Table, reference.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, doc.ReferencesTable, doc.ReferencesColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
 }
 
 // Hooks returns the client hooks.
@@ -1077,6 +1110,139 @@ func (c *NodeClient) mutate(ctx context.Context, m *NodeMutation) (Value, error)
 	}
 }
 
+// NoteClient is a client for the Note schema.
+type NoteClient struct {
+	config
+}
+
+// NewNoteClient returns a client for the Note from the given config.
+func NewNoteClient(c config) *NoteClient {
+	return &NoteClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `note.Hooks(f(g(h())))`.
+func (c *NoteClient) Use(hooks ...Hook) {
+	c.hooks.Note = append(c.hooks.Note, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `note.Intercept(f(g(h())))`.
+func (c *NoteClient) Intercept(interceptors ...Interceptor) {
+	c.inters.Note = append(c.inters.Note, interceptors...)
+}
+
+// Create returns a builder for creating a Note entity.
+func (c *NoteClient) Create() *NoteCreate {
+	mutation := newNoteMutation(c.config, OpCreate)
+	return &NoteCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of Note entities.
+func (c *NoteClient) CreateBulk(builders ...*NoteCreate) *NoteCreateBulk {
+	return &NoteCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *NoteClient) MapCreateBulk(slice any, setFunc func(*NoteCreate, int)) *NoteCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &NoteCreateBulk{err: fmt.Errorf("calling to NoteClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*NoteCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &NoteCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for Note.
+func (c *NoteClient) Update() *NoteUpdate {
+	mutation := newNoteMutation(c.config, OpUpdate)
+	return &NoteUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *NoteClient) UpdateOne(_m *Note) *NoteUpdateOne {
+	mutation := newNoteMutation(c.config, OpUpdateOne, withNote(_m))
+	return &NoteUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *NoteClient) UpdateOneID(id int) *NoteUpdateOne {
+	mutation := newNoteMutation(c.config, OpUpdateOne, withNoteID(id))
+	return &NoteUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for Note.
+func (c *NoteClient) Delete() *NoteDelete {
+	mutation := newNoteMutation(c.config, OpDelete)
+	return &NoteDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *NoteClient) DeleteOne(_m *Note) *NoteDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *NoteClient) DeleteOneID(id int) *NoteDeleteOne {
+	builder := c.Delete().Where(note.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &NoteDeleteOne{builder}
+}
+
+// Query returns a query builder for Note.
+func (c *NoteClient) Query() *NoteQuery {
+	return &NoteQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeNote},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a Note entity by its id.
+func (c *NoteClient) Get(ctx context.Context, id int) (*Note, error) {
+	return c.Query().Where(note.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *NoteClient) GetX(ctx context.Context, id int) *Note {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *NoteClient) Hooks() []Hook {
+	return c.hooks.Note
+}
+
+// Interceptors returns the client interceptors.
+func (c *NoteClient) Interceptors() []Interceptor {
+	return c.inters.Note
+}
+
+func (c *NoteClient) mutate(ctx context.Context, m *NoteMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&NoteCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&NoteUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&NoteUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&NoteDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown Note mutation op: %q", m.Op())
+	}
+}
+
 // PartClient is a client for the Part schema.
 type PartClient struct {
 	config
@@ -1356,6 +1522,187 @@ func (c *PlainClient) mutate(ctx context.Context, m *PlainMutation) (Value, erro
 		return (&PlainDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
 	default:
 		return nil, fmt.Errorf("ent: unknown Plain mutation op: %q", m.Op())
+	}
+}
+
+// ReferenceClient is a client for the Reference schema.
+type ReferenceClient struct {
+	config
+}
+
+// NewReferenceClient returns a client for the Reference from the given config.
+func NewReferenceClient(c config) *ReferenceClient {
+	return &ReferenceClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `reference.Hooks(f(g(h())))`.
+func (c *ReferenceClient) Use(hooks ...Hook) {
+	c.hooks.Reference = append(c.hooks.Reference, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `reference.Intercept(f(g(h())))`.
+func (c *ReferenceClient) Intercept(interceptors ...Interceptor) {
+	c.inters.Reference = append(c.inters.Reference, interceptors...)
+}
+
+// Create returns a builder for creating a Reference entity.
+func (c *ReferenceClient) Create() *ReferenceCreate {
+	mutation := newReferenceMutation(c.config, OpCreate)
+	return &ReferenceCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of Reference entities.
+func (c *ReferenceClient) CreateBulk(builders ...*ReferenceCreate) *ReferenceCreateBulk {
+	return &ReferenceCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *ReferenceClient) MapCreateBulk(slice any, setFunc func(*ReferenceCreate, int)) *ReferenceCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &ReferenceCreateBulk{err: fmt.Errorf("calling to ReferenceClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*ReferenceCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &ReferenceCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for Reference.
+func (c *ReferenceClient) Update() *ReferenceUpdate {
+	mutation := newReferenceMutation(c.config, OpUpdate)
+	return &ReferenceUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *ReferenceClient) UpdateOne(_m *Reference) *ReferenceUpdateOne {
+	mutation := newReferenceMutation(c.config, OpUpdateOne, withReference(_m))
+	return &ReferenceUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *ReferenceClient) UpdateOneID(id int64) *ReferenceUpdateOne {
+	mutation := newReferenceMutation(c.config, OpUpdateOne, withReferenceID(id))
+	return &ReferenceUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for Reference.
+func (c *ReferenceClient) Delete() *ReferenceDelete {
+	mutation := newReferenceMutation(c.config, OpDelete)
+	return &ReferenceDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *ReferenceClient) DeleteOne(_m *Reference) *ReferenceDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *ReferenceClient) DeleteOneID(id int64) *ReferenceDeleteOne {
+	builder := c.Delete().Where(reference.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &ReferenceDeleteOne{builder}
+}
+
+// Query returns a query builder for Reference.
+func (c *ReferenceClient) Query() *ReferenceQuery {
+	return &ReferenceQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeReference},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a Reference entity by its id.
+func (c *ReferenceClient) Get(ctx context.Context, id int64) (*Reference, error) {
+	return c.Query().Where(reference.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *ReferenceClient) GetX(ctx context.Context, id int64) *Reference {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryDoc queries the doc edge of a Reference.
+func (c *ReferenceClient) QueryDoc(_m *Reference) *DocQuery {
+	query := (&DocClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(reference.Table, reference.FieldID, id),
+			sqlgraph.To(doc.Table, doc.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, true, reference.DocTable, reference.DocColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// QueryParent queries the parent edge of a Reference.
+func (c *ReferenceClient) QueryParent(_m *Reference) *ReferenceQuery {
+	query := (&ReferenceClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(reference.Table, reference.FieldID, id),
+			sqlgraph.To(reference.Table, reference.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, true, reference.ParentTable, reference.ParentColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// QueryChildren queries the children edge of a Reference.
+func (c *ReferenceClient) QueryChildren(_m *Reference) *ReferenceQuery {
+	query := (&ReferenceClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(reference.Table, reference.FieldID, id),
+			sqlgraph.To(reference.Table, reference.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, reference.ChildrenTable, reference.ChildrenColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *ReferenceClient) Hooks() []Hook {
+	return c.hooks.Reference
+}
+
+// Interceptors returns the client interceptors.
+func (c *ReferenceClient) Interceptors() []Interceptor {
+	return c.inters.Reference
+}
+
+func (c *ReferenceClient) mutate(ctx context.Context, m *ReferenceMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&ReferenceCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&ReferenceUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&ReferenceUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&ReferenceDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown Reference mutation op: %q", m.Op())
 	}
 }
 
@@ -1990,11 +2337,11 @@ func (c *WidgetClient) mutate(ctx context.Context, m *WidgetMutation) (Value, er
 // hooks and interceptors per client, for fast access.
 type (
 	hooks struct {
-		Builder, Doc, Json, Mutators, Node, Part, Plain, Root, Spec, Strconv,
-		Widget []ent.Hook
+		Builder, Doc, Json, Mutators, Node, Note, Part, Plain, Reference, Root, Spec,
+		Strconv, Widget []ent.Hook
 	}
 	inters struct {
-		Builder, Doc, Json, Mutators, Node, Part, Plain, Root, Spec, Strconv,
-		Widget []ent.Interceptor
+		Builder, Doc, Json, Mutators, Node, Note, Part, Plain, Reference, Root, Spec,
+		Strconv, Widget []ent.Interceptor
 	}
 )

@@ -18,8 +18,29 @@ type Doc struct {
 	// Snowflake ID, assigned in the process before the INSERT (entflake).
 	ID int64 `json:"id,string,omitempty"`
 	// Title holds the value of the "title" field.
-	Title        string `json:"title,omitempty"`
+	Title string `json:"title,omitempty"`
+	// Edges holds the relations/edges for other nodes in the graph.
+	// The values are being populated by the DocQuery when eager-loading is set.
+	Edges        DocEdges `json:"edges"`
 	selectValues sql.SelectValues
+}
+
+// DocEdges holds the relations/edges for other nodes in the graph.
+type DocEdges struct {
+	// References holds the value of the references edge.
+	References []*Reference `json:"references,omitempty"`
+	// loadedTypes holds the information for reporting if a
+	// type was loaded (or requested) in eager-loading or not.
+	loadedTypes [1]bool
+}
+
+// ReferencesOrErr returns the References value or an error if the edge
+// was not loaded in eager-loading.
+func (e DocEdges) ReferencesOrErr() ([]*Reference, error) {
+	if e.loadedTypes[0] {
+		return e.References, nil
+	}
+	return nil, &NotLoadedError{edge: "references"}
 }
 
 // scanValues returns the types for scanning values from sql.Rows.
@@ -71,6 +92,11 @@ func (_m *Doc) Value(name string) (ent.Value, error) {
 	return _m.selectValues.Get(name)
 }
 
+// QueryReferences queries the "references" edge of the Doc entity.
+func (_m *Doc) QueryReferences() *ReferenceQuery {
+	return NewDocClient(_m.config).QueryReferences(_m)
+}
+
 // Update returns a builder for updating this Doc.
 // Note that you need to call Doc.Unwrap() before calling this method if this Doc
 // was returned from a transaction, and the transaction was committed or rolled back.
@@ -100,14 +126,18 @@ func (_m *Doc) String() string {
 	return builder.String()
 }
 
-// UnmarshalJSON decodes a Doc, accepting its id as a JSON string
-// (the way it marshals it, for JavaScript's sake) or as a number.
+// UnmarshalJSON decodes a Doc, accepting each snowflake id as a JSON
+// string (the way it marshals them, for JavaScript's sake) or as a number:
+// id.
 func (_m *Doc) UnmarshalJSON(data []byte) error {
 	type entflakeFields Doc // without this method
 	return entflakeUnmarshalJSON(data, &struct {
 		ID entflakeJSONID `json:"id"`
 		*entflakeFields
-	}{entflakeJSONID{&_m.ID, "Doc.id"}, (*entflakeFields)(_m)})
+	}{
+		entflakeJSONID{&_m.ID, "Doc.id"},
+		(*entflakeFields)(_m),
+	})
 }
 
 // Docs is a parsable slice of Doc.

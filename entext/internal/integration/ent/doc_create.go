@@ -11,6 +11,7 @@ import (
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"entgo.io/ent/schema/field"
 	"github.com/entflake/entflake/entext/internal/integration/ent/doc"
+	"github.com/entflake/entflake/entext/internal/integration/ent/reference"
 )
 
 // DocCreate is the builder for creating a Doc entity.
@@ -31,6 +32,21 @@ func (_c *DocCreate) SetTitle(v string) *DocCreate {
 func (_c *DocCreate) SetID(v int64) *DocCreate {
 	_c.mutation.SetID(v)
 	return _c
+}
+
+// AddReferenceIDs adds the "references" edge to the Reference entity by IDs.
+func (_c *DocCreate) AddReferenceIDs(ids ...int64) *DocCreate {
+	_c.mutation.AddReferenceIDs(ids...)
+	return _c
+}
+
+// AddReferences adds the "references" edges to the Reference entity.
+func (_c *DocCreate) AddReferences(v ...*Reference) *DocCreate {
+	ids := make([]int64, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _c.AddReferenceIDs(ids...)
 }
 
 // Mutation returns the DocMutation object of the builder.
@@ -109,6 +125,22 @@ func (_c *DocCreate) createSpec() (*Doc, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.Title(); ok {
 		_spec.SetField(doc.FieldTitle, field.TypeString, value)
 		_node.Title = value
+	}
+	if nodes := _c.mutation.ReferencesIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   doc.ReferencesTable,
+			Columns: []string{doc.ReferencesColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(reference.FieldID, field.TypeInt64),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges = append(_spec.Edges, edge)
 	}
 	return _node, _spec
 }

@@ -4,6 +4,7 @@ package ent
 
 import (
 	"context"
+	"database/sql/driver"
 	"fmt"
 	"math"
 
@@ -13,15 +14,17 @@ import (
 	"entgo.io/ent/schema/field"
 	"github.com/entflake/entflake/entext/internal/integration/ent/doc"
 	"github.com/entflake/entflake/entext/internal/integration/ent/predicate"
+	"github.com/entflake/entflake/entext/internal/integration/ent/reference"
 )
 
 // DocQuery is the builder for querying Doc entities.
 type DocQuery struct {
 	config
-	ctx        *QueryContext
-	order      []doc.OrderOption
-	inters     []Interceptor
-	predicates []predicate.Doc
+	ctx            *QueryContext
+	order          []doc.OrderOption
+	inters         []Interceptor
+	predicates     []predicate.Doc
+	withReferences *ReferenceQuery
 	// intermediate query (i.e. traversal path).
 	sql  *sql.Selector
 	path func(context.Context) (*sql.Selector, error)
@@ -56,6 +59,28 @@ func (_q *DocQuery) Unique(unique bool) *DocQuery {
 func (_q *DocQuery) Order(o ...doc.OrderOption) *DocQuery {
 	_q.order = append(_q.order, o...)
 	return _q
+}
+
+// QueryReferences chains the current query on the "references" edge.
+func (_q *DocQuery) QueryReferences() *ReferenceQuery {
+	query := (&ReferenceClient{config: _q.config}).Query()
+	query.path = func(ctx context.Context) (fromU *sql.Selector, err error) {
+		if err := _q.prepareQuery(ctx); err != nil {
+			return nil, err
+		}
+		selector := _q.sqlQuery(ctx)
+		if err := selector.Err(); err != nil {
+			return nil, err
+		}
+		step := sqlgraph.NewStep(
+			sqlgraph.From(doc.Table, doc.FieldID, selector),
+			sqlgraph.To(reference.Table, reference.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, doc.ReferencesTable, doc.ReferencesColumn),
+		)
+		fromU = sqlgraph.SetNeighbors(_q.driver.Dialect(), step)
+		return fromU, nil
+	}
+	return query
 }
 
 // First returns the first Doc entity from the query.
@@ -245,15 +270,27 @@ func (_q *DocQuery) Clone() *DocQuery {
 		return nil
 	}
 	return &DocQuery{
-		config:     _q.config,
-		ctx:        _q.ctx.Clone(),
-		order:      append([]doc.OrderOption{}, _q.order...),
-		inters:     append([]Interceptor{}, _q.inters...),
-		predicates: append([]predicate.Doc{}, _q.predicates...),
+		config:         _q.config,
+		ctx:            _q.ctx.Clone(),
+		order:          append([]doc.OrderOption{}, _q.order...),
+		inters:         append([]Interceptor{}, _q.inters...),
+		predicates:     append([]predicate.Doc{}, _q.predicates...),
+		withReferences: _q.withReferences.Clone(),
 		// clone intermediate query.
 		sql:  _q.sql.Clone(),
 		path: _q.path,
 	}
+}
+
+// WithReferences tells the query-builder to eager-load the nodes that are connected to
+// the "references" edge. The optional arguments are used to configure the query builder of the edge.
+func (_q *DocQuery) WithReferences(opts ...func(*ReferenceQuery)) *DocQuery {
+	query := (&ReferenceClient{config: _q.config}).Query()
+	for _, opt := range opts {
+		opt(query)
+	}
+	_q.withReferences = query
+	return _q
 }
 
 // GroupBy is used to group vertices by one or more fields/columns.
@@ -332,8 +369,11 @@ func (_q *DocQuery) prepareQuery(ctx context.Context) error {
 
 func (_q *DocQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Doc, error) {
 	var (
-		nodes = []*Doc{}
-		_spec = _q.querySpec()
+		nodes       = []*Doc{}
+		_spec       = _q.querySpec()
+		loadedTypes = [1]bool{
+			_q.withReferences != nil,
+		}
 	)
 	_spec.ScanValues = func(columns []string) ([]any, error) {
 		return (*Doc).scanValues(nil, columns)
@@ -341,6 +381,7 @@ func (_q *DocQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Doc, err
 	_spec.Assign = func(columns []string, values []any) error {
 		node := &Doc{config: _q.config}
 		nodes = append(nodes, node)
+		node.Edges.loadedTypes = loadedTypes
 		return node.assignValues(columns, values)
 	}
 	for i := range hooks {
@@ -352,7 +393,45 @@ func (_q *DocQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Doc, err
 	if len(nodes) == 0 {
 		return nodes, nil
 	}
+	if query := _q.withReferences; query != nil {
+		if err := _q.loadReferences(ctx, query, nodes,
+			func(n *Doc) { n.Edges.References = []*Reference{} },
+			func(n *Doc, e *Reference) { n.Edges.References = append(n.Edges.References, e) }); err != nil {
+			return nil, err
+		}
+	}
 	return nodes, nil
+}
+
+func (_q *DocQuery) loadReferences(ctx context.Context, query *ReferenceQuery, nodes []*Doc, init func(*Doc), assign func(*Doc, *Reference)) error {
+	fks := make([]driver.Value, 0, len(nodes))
+	nodeids := make(map[int64]*Doc)
+	for i := range nodes {
+		fks = append(fks, nodes[i].ID)
+		nodeids[nodes[i].ID] = nodes[i]
+		if init != nil {
+			init(nodes[i])
+		}
+	}
+	if len(query.ctx.Fields) > 0 {
+		query.ctx.AppendFieldOnce(reference.FieldDocID)
+	}
+	query.Where(predicate.Reference(func(s *sql.Selector) {
+		s.Where(sql.InValues(s.C(doc.ReferencesColumn), fks...))
+	}))
+	neighbors, err := query.All(ctx)
+	if err != nil {
+		return err
+	}
+	for _, n := range neighbors {
+		fk := n.DocID
+		node, ok := nodeids[fk]
+		if !ok {
+			return fmt.Errorf(`unexpected referenced foreign-key "doc_id" returned %v for node %v`, fk, n.ID)
+		}
+		assign(node, n)
+	}
+	return nil
 }
 
 func (_q *DocQuery) sqlCount(ctx context.Context) (int, error) {

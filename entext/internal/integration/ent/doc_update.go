@@ -12,6 +12,7 @@ import (
 	"entgo.io/ent/schema/field"
 	"github.com/entflake/entflake/entext/internal/integration/ent/doc"
 	"github.com/entflake/entflake/entext/internal/integration/ent/predicate"
+	"github.com/entflake/entflake/entext/internal/integration/ent/reference"
 )
 
 // DocUpdate is the builder for updating Doc entities.
@@ -41,9 +42,45 @@ func (_u *DocUpdate) SetNillableTitle(v *string) *DocUpdate {
 	return _u
 }
 
+// AddReferenceIDs adds the "references" edge to the Reference entity by IDs.
+func (_u *DocUpdate) AddReferenceIDs(ids ...int64) *DocUpdate {
+	_u.mutation.AddReferenceIDs(ids...)
+	return _u
+}
+
+// AddReferences adds the "references" edges to the Reference entity.
+func (_u *DocUpdate) AddReferences(v ...*Reference) *DocUpdate {
+	ids := make([]int64, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.AddReferenceIDs(ids...)
+}
+
 // Mutation returns the DocMutation object of the builder.
 func (_u *DocUpdate) Mutation() *DocMutation {
 	return _u.mutation
+}
+
+// ClearReferences clears all "references" edges to the Reference entity.
+func (_u *DocUpdate) ClearReferences() *DocUpdate {
+	_u.mutation.ClearReferences()
+	return _u
+}
+
+// RemoveReferenceIDs removes the "references" edge to Reference entities by IDs.
+func (_u *DocUpdate) RemoveReferenceIDs(ids ...int64) *DocUpdate {
+	_u.mutation.RemoveReferenceIDs(ids...)
+	return _u
+}
+
+// RemoveReferences removes "references" edges to Reference entities.
+func (_u *DocUpdate) RemoveReferences(v ...*Reference) *DocUpdate {
+	ids := make([]int64, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.RemoveReferenceIDs(ids...)
 }
 
 // Save executes the query and returns the number of nodes affected by the update operation.
@@ -85,6 +122,51 @@ func (_u *DocUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	if value, ok := _u.mutation.Title(); ok {
 		_spec.SetField(doc.FieldTitle, field.TypeString, value)
 	}
+	if _u.mutation.ReferencesCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   doc.ReferencesTable,
+			Columns: []string{doc.ReferencesColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(reference.FieldID, field.TypeInt64),
+			},
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.RemovedReferencesIDs(); len(nodes) > 0 && !_u.mutation.ReferencesCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   doc.ReferencesTable,
+			Columns: []string{doc.ReferencesColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(reference.FieldID, field.TypeInt64),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.ReferencesIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   doc.ReferencesTable,
+			Columns: []string{doc.ReferencesColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(reference.FieldID, field.TypeInt64),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Add = append(_spec.Edges.Add, edge)
+	}
 	if _node, err = sqlgraph.UpdateNodes(ctx, _u.driver, _spec); err != nil {
 		if _, ok := err.(*sqlgraph.NotFoundError); ok {
 			err = &NotFoundError{doc.Label}
@@ -119,9 +201,45 @@ func (_u *DocUpdateOne) SetNillableTitle(v *string) *DocUpdateOne {
 	return _u
 }
 
+// AddReferenceIDs adds the "references" edge to the Reference entity by IDs.
+func (_u *DocUpdateOne) AddReferenceIDs(ids ...int64) *DocUpdateOne {
+	_u.mutation.AddReferenceIDs(ids...)
+	return _u
+}
+
+// AddReferences adds the "references" edges to the Reference entity.
+func (_u *DocUpdateOne) AddReferences(v ...*Reference) *DocUpdateOne {
+	ids := make([]int64, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.AddReferenceIDs(ids...)
+}
+
 // Mutation returns the DocMutation object of the builder.
 func (_u *DocUpdateOne) Mutation() *DocMutation {
 	return _u.mutation
+}
+
+// ClearReferences clears all "references" edges to the Reference entity.
+func (_u *DocUpdateOne) ClearReferences() *DocUpdateOne {
+	_u.mutation.ClearReferences()
+	return _u
+}
+
+// RemoveReferenceIDs removes the "references" edge to Reference entities by IDs.
+func (_u *DocUpdateOne) RemoveReferenceIDs(ids ...int64) *DocUpdateOne {
+	_u.mutation.RemoveReferenceIDs(ids...)
+	return _u
+}
+
+// RemoveReferences removes "references" edges to Reference entities.
+func (_u *DocUpdateOne) RemoveReferences(v ...*Reference) *DocUpdateOne {
+	ids := make([]int64, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.RemoveReferenceIDs(ids...)
 }
 
 // Where appends a list predicates to the DocUpdate builder.
@@ -192,6 +310,51 @@ func (_u *DocUpdateOne) sqlSave(ctx context.Context) (_node *Doc, err error) {
 	}
 	if value, ok := _u.mutation.Title(); ok {
 		_spec.SetField(doc.FieldTitle, field.TypeString, value)
+	}
+	if _u.mutation.ReferencesCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   doc.ReferencesTable,
+			Columns: []string{doc.ReferencesColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(reference.FieldID, field.TypeInt64),
+			},
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.RemovedReferencesIDs(); len(nodes) > 0 && !_u.mutation.ReferencesCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   doc.ReferencesTable,
+			Columns: []string{doc.ReferencesColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(reference.FieldID, field.TypeInt64),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.ReferencesIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   doc.ReferencesTable,
+			Columns: []string{doc.ReferencesColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(reference.FieldID, field.TypeInt64),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Add = append(_spec.Edges.Add, edge)
 	}
 	_node = &Doc{config: _u.config}
 	_spec.Assign = _node.assignValues

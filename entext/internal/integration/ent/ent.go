@@ -17,8 +17,10 @@ import (
 	"github.com/entflake/entflake/entext/internal/integration/ent/json"
 	"github.com/entflake/entflake/entext/internal/integration/ent/mutators"
 	"github.com/entflake/entflake/entext/internal/integration/ent/node"
+	"github.com/entflake/entflake/entext/internal/integration/ent/note"
 	"github.com/entflake/entflake/entext/internal/integration/ent/part"
 	"github.com/entflake/entflake/entext/internal/integration/ent/plain"
+	"github.com/entflake/entflake/entext/internal/integration/ent/reference"
 	"github.com/entflake/entflake/entext/internal/integration/ent/root"
 	"github.com/entflake/entflake/entext/internal/integration/ent/spec"
 	"github.com/entflake/entflake/entext/internal/integration/ent/strconv"
@@ -83,17 +85,19 @@ var (
 func checkColumn(t, c string) error {
 	initCheck.Do(func() {
 		columnCheck = sql.NewColumnCheck(map[string]func(string) bool{
-			builder.Table:  builder.ValidColumn,
-			doc.Table:      doc.ValidColumn,
-			json.Table:     json.ValidColumn,
-			mutators.Table: mutators.ValidColumn,
-			node.Table:     node.ValidColumn,
-			part.Table:     part.ValidColumn,
-			plain.Table:    plain.ValidColumn,
-			root.Table:     root.ValidColumn,
-			spec.Table:     spec.ValidColumn,
-			strconv.Table:  strconv.ValidColumn,
-			widget.Table:   widget.ValidColumn,
+			builder.Table:   builder.ValidColumn,
+			doc.Table:       doc.ValidColumn,
+			json.Table:      json.ValidColumn,
+			mutators.Table:  mutators.ValidColumn,
+			node.Table:      node.ValidColumn,
+			note.Table:      note.ValidColumn,
+			part.Table:      part.ValidColumn,
+			plain.Table:     plain.ValidColumn,
+			reference.Table: reference.ValidColumn,
+			root.Table:      root.ValidColumn,
+			spec.Table:      spec.ValidColumn,
+			strconv.Table:   strconv.ValidColumn,
+			widget.Table:    widget.ValidColumn,
 		})
 	})
 	return columnCheck(t, c)

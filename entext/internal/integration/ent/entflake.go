@@ -17,7 +17,7 @@ import (
 )
 
 // IDGenerator gives the client the entflake generator that assigns the
-// snowflake IDs of the entity types with the SnowflakeID mixin (Builder, Doc, Json, Mutators, Node, Part, Root, Spec, Strconv, Widget).
+// snowflake IDs of the entity types with the SnowflakeID mixin (Builder, Doc, Json, Mutators, Node, Part, Reference, Root, Spec, Strconv, Widget).
 // Open the generator once, on the same driver, before the client:
 //
 //	drv, err := sql.Open(dialect.MySQL, dsn)
@@ -104,6 +104,8 @@ func entflakeConfig(m ent.Mutation) (*config, bool) {
 		return &m.config, true
 	case *PartMutation:
 		return &m.config, true
+	case *ReferenceMutation:
+		return &m.config, true
 	case *RootMutation:
 		return &m.config, true
 	case *SpecMutation:
@@ -159,6 +161,11 @@ func entflakeReadBack(ctx context.Context, c *config, v ent.Value, id int64) err
 		if e != nil && e.ID == 0 {
 			stored, name = &e.ID, "Part"
 			inserted, err = NewPartClient(*c).Query().Where(sql.FieldEQ("id", id)).Exist(ctx)
+		}
+	case *Reference:
+		if e != nil && e.ID == 0 {
+			stored, name = &e.ID, "Reference"
+			inserted, err = NewReferenceClient(*c).Query().Where(sql.FieldEQ("id", id)).Exist(ctx)
 		}
 	case *Root:
 		if e != nil && e.ID == 0 {
@@ -221,12 +228,14 @@ func entflakeKeepBatchIDs(d string, batch *sqlgraph.BatchCreateSpec) {
 	}
 }
 
-// entflakeJSONID decodes, into the id it points to, an id given as a JSON
-// string or as a JSON number, for the UnmarshalJSON of the entity types with
-// SnowflakeID{JSONString: true}. A null leaves the id as it is.
+// entflakeJSONID decodes, into the int64 it points to, a snowflake id given
+// as a JSON string or as a JSON number, for the generated UnmarshalJSON of
+// the entity types with JSON string ids or fields (SnowflakeID{JSONString:
+// true}, entflakemixin.JSONString()). A null leaves the int64 as it is, as
+// encoding/json does.
 type entflakeJSONID struct {
 	id   *int64
-	name string // Type.id, for errors
+	name string // Type.field, for errors
 }
 
 // UnmarshalJSON implements json.Unmarshaler.
@@ -234,18 +243,51 @@ func (j entflakeJSONID) UnmarshalJSON(data []byte) error {
 	if string(data) == "null" {
 		return nil
 	}
-	var n json.Number
-	err := json.Unmarshal(data, &n)
-	if err == nil {
-		*j.id, err = n.Int64()
-	}
+	id, err := entflakeParseJSONID(data, j.name)
 	if err != nil {
-		return fmt.Errorf("ent: %s: %s is not an int64", j.name, data)
+		return err
 	}
+	*j.id = id
 	return nil
 }
 
-// entflakeUnmarshalJSON is json.Unmarshal, for the UnmarshalJSON of the
-// entity types with SnowflakeID{JSONString: true}, which cannot name the
-// package json: an entity type may be named Json.
+// entflakeJSONIDPtr is entflakeJSONID for a Nillable field: a null makes
+// it nil.
+type entflakeJSONIDPtr struct {
+	id   **int64
+	name string // Type.field, for errors
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (j entflakeJSONIDPtr) UnmarshalJSON(data []byte) error {
+	if string(data) == "null" {
+		*j.id = nil
+		return nil
+	}
+	id, err := entflakeParseJSONID(data, j.name)
+	if err != nil {
+		return err
+	}
+	*j.id = &id
+	return nil
+}
+
+// entflakeParseJSONID reads an int64 from a JSON string or number. It goes
+// through json.Number, which keeps the digits: a float64 would round an id
+// above 2^53, and would take 1.5 or 1e3.
+func entflakeParseJSONID(data []byte, name string) (int64, error) {
+	var n json.Number
+	err := json.Unmarshal(data, &n)
+	var id int64
+	if err == nil {
+		id, err = n.Int64()
+	}
+	if err != nil {
+		return 0, fmt.Errorf("ent: %s: %s is not an int64 (as a JSON string or number)", name, data)
+	}
+	return id, nil
+}
+
+// entflakeUnmarshalJSON is json.Unmarshal, for the generated UnmarshalJSON,
+// which cannot name the package json: an entity type may be named Json.
 func entflakeUnmarshalJSON(data []byte, v any) error { return json.Unmarshal(data, v) }

@@ -156,14 +156,18 @@ func (_m *Json) String() string {
 	return builder.String()
 }
 
-// UnmarshalJSON decodes a Json, accepting its id as a JSON string
-// (the way it marshals it, for JavaScript's sake) or as a number.
+// UnmarshalJSON decodes a Json, accepting each snowflake id as a JSON
+// string (the way it marshals them, for JavaScript's sake) or as a number:
+// id.
 func (_m *Json) UnmarshalJSON(data []byte) error {
 	type entflakeFields Json // without this method
 	return entflakeUnmarshalJSON(data, &struct {
 		ID entflakeJSONID `json:"id"`
 		*entflakeFields
-	}{entflakeJSONID{&_m.ID, "Json.id"}, (*entflakeFields)(_m)})
+	}{
+		entflakeJSONID{&_m.ID, "Json.id"},
+		(*entflakeFields)(_m),
+	})
 }
 
 // Jsons is a parsable slice of Json.

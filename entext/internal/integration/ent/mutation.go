@@ -15,9 +15,11 @@ import (
 	"github.com/entflake/entflake/entext/internal/integration/ent/json"
 	"github.com/entflake/entflake/entext/internal/integration/ent/mutators"
 	"github.com/entflake/entflake/entext/internal/integration/ent/node"
+	"github.com/entflake/entflake/entext/internal/integration/ent/note"
 	"github.com/entflake/entflake/entext/internal/integration/ent/part"
 	"github.com/entflake/entflake/entext/internal/integration/ent/plain"
 	"github.com/entflake/entflake/entext/internal/integration/ent/predicate"
+	"github.com/entflake/entflake/entext/internal/integration/ent/reference"
 	"github.com/entflake/entflake/entext/internal/integration/ent/root"
 	"github.com/entflake/entflake/entext/internal/integration/ent/spec"
 	"github.com/entflake/entflake/entext/internal/integration/ent/strconv"
@@ -33,17 +35,19 @@ const (
 	OpUpdateOne = ent.OpUpdateOne
 
 	// Node types.
-	TypeBuilder  = "Builder"
-	TypeDoc      = "Doc"
-	TypeJSON     = "Json"
-	TypeMutators = "Mutators"
-	TypeNode     = "Node"
-	TypePart     = "Part"
-	TypePlain    = "Plain"
-	TypeRoot     = "Root"
-	TypeSpec     = "Spec"
-	TypeStrconv  = "Strconv"
-	TypeWidget   = "Widget"
+	TypeBuilder   = "Builder"
+	TypeDoc       = "Doc"
+	TypeJSON      = "Json"
+	TypeMutators  = "Mutators"
+	TypeNode      = "Node"
+	TypeNote      = "Note"
+	TypePart      = "Part"
+	TypePlain     = "Plain"
+	TypeReference = "Reference"
+	TypeRoot      = "Root"
+	TypeSpec      = "Spec"
+	TypeStrconv   = "Strconv"
+	TypeWidget    = "Widget"
 )
 
 // BuilderMutation represents an operation that mutates the Builder nodes in the graph.
@@ -474,14 +478,17 @@ func (m *BuilderMutation) ResetEdge(name string) error {
 // DocMutation represents an operation that mutates the Doc nodes in the graph.
 type DocMutation struct {
 	config
-	op            Op
-	typ           string
-	id            *int64
-	title         *string
-	clearedFields map[string]struct{}
-	done          bool
-	oldValue      func(context.Context) (*Doc, error)
-	predicates    []predicate.Doc
+	op                Op
+	typ               string
+	id                *int64
+	title             *string
+	clearedFields     map[string]struct{}
+	references        map[int64]struct{}
+	removedreferences map[int64]struct{}
+	clearedreferences bool
+	done              bool
+	oldValue          func(context.Context) (*Doc, error)
+	predicates        []predicate.Doc
 }
 
 var _ ent.Mutation = (*DocMutation)(nil)
@@ -624,6 +631,60 @@ func (m *DocMutation) ResetTitle() {
 	m.title = nil
 }
 
+// AddReferenceIDs adds the "references" edge to the Reference entity by ids.
+func (m *DocMutation) AddReferenceIDs(ids ...int64) {
+	if m.references == nil {
+		m.references = make(map[int64]struct{})
+	}
+	for i := range ids {
+		m.references[ids[i]] = struct{}{}
+	}
+}
+
+// ClearReferences clears the "references" edge to the Reference entity.
+func (m *DocMutation) ClearReferences() {
+	m.clearedreferences = true
+}
+
+// ReferencesCleared reports if the "references" edge to the Reference entity was cleared.
+func (m *DocMutation) ReferencesCleared() bool {
+	return m.clearedreferences
+}
+
+// RemoveReferenceIDs removes the "references" edge to the Reference entity by IDs.
+func (m *DocMutation) RemoveReferenceIDs(ids ...int64) {
+	if m.removedreferences == nil {
+		m.removedreferences = make(map[int64]struct{})
+	}
+	for i := range ids {
+		delete(m.references, ids[i])
+		m.removedreferences[ids[i]] = struct{}{}
+	}
+}
+
+// RemovedReferences returns the removed IDs of the "references" edge to the Reference entity.
+func (m *DocMutation) RemovedReferencesIDs() (ids []int64) {
+	for id := range m.removedreferences {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// ReferencesIDs returns the "references" edge IDs in the mutation.
+func (m *DocMutation) ReferencesIDs() (ids []int64) {
+	for id := range m.references {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// ResetReferences resets all changes to the "references" edge.
+func (m *DocMutation) ResetReferences() {
+	m.references = nil
+	m.clearedreferences = false
+	m.removedreferences = nil
+}
+
 // Where appends a list predicates to the DocMutation builder.
 func (m *DocMutation) Where(ps ...predicate.Doc) {
 	m.predicates = append(m.predicates, ps...)
@@ -757,49 +818,85 @@ func (m *DocMutation) ResetField(name string) error {
 
 // AddedEdges returns all edge names that were set/added in this mutation.
 func (m *DocMutation) AddedEdges() []string {
-	edges := make([]string, 0, 0)
+	edges := make([]string, 0, 1)
+	if m.references != nil {
+		edges = append(edges, doc.EdgeReferences)
+	}
 	return edges
 }
 
 // AddedIDs returns all IDs (to other nodes) that were added for the given edge
 // name in this mutation.
 func (m *DocMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case doc.EdgeReferences:
+		ids := make([]ent.Value, 0, len(m.references))
+		for id := range m.references {
+			ids = append(ids, id)
+		}
+		return ids
+	}
 	return nil
 }
 
 // RemovedEdges returns all edge names that were removed in this mutation.
 func (m *DocMutation) RemovedEdges() []string {
-	edges := make([]string, 0, 0)
+	edges := make([]string, 0, 1)
+	if m.removedreferences != nil {
+		edges = append(edges, doc.EdgeReferences)
+	}
 	return edges
 }
 
 // RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
 // the given name in this mutation.
 func (m *DocMutation) RemovedIDs(name string) []ent.Value {
+	switch name {
+	case doc.EdgeReferences:
+		ids := make([]ent.Value, 0, len(m.removedreferences))
+		for id := range m.removedreferences {
+			ids = append(ids, id)
+		}
+		return ids
+	}
 	return nil
 }
 
 // ClearedEdges returns all edge names that were cleared in this mutation.
 func (m *DocMutation) ClearedEdges() []string {
-	edges := make([]string, 0, 0)
+	edges := make([]string, 0, 1)
+	if m.clearedreferences {
+		edges = append(edges, doc.EdgeReferences)
+	}
 	return edges
 }
 
 // EdgeCleared returns a boolean which indicates if the edge with the given name
 // was cleared in this mutation.
 func (m *DocMutation) EdgeCleared(name string) bool {
+	switch name {
+	case doc.EdgeReferences:
+		return m.clearedreferences
+	}
 	return false
 }
 
 // ClearEdge clears the value of the edge with the given name. It returns an error
 // if that edge is not defined in the schema.
 func (m *DocMutation) ClearEdge(name string) error {
+	switch name {
+	}
 	return fmt.Errorf("unknown Doc unique edge %s", name)
 }
 
 // ResetEdge resets all changes to the edge with the given name in this mutation.
 // It returns an error if the edge is not defined in the schema.
 func (m *DocMutation) ResetEdge(name string) error {
+	switch name {
+	case doc.EdgeReferences:
+		m.ResetReferences()
+		return nil
+	}
 	return fmt.Errorf("unknown Doc edge %s", name)
 }
 
@@ -2453,6 +2550,478 @@ func (m *NodeMutation) ResetEdge(name string) error {
 	return fmt.Errorf("unknown Node edge %s", name)
 }
 
+// NoteMutation represents an operation that mutates the Note nodes in the graph.
+type NoteMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *int
+	doc_id        *int64
+	adddoc_id     *int64
+	alt_id        *int64
+	addalt_id     *int64
+	clearedFields map[string]struct{}
+	done          bool
+	oldValue      func(context.Context) (*Note, error)
+	predicates    []predicate.Note
+}
+
+var _ ent.Mutation = (*NoteMutation)(nil)
+
+// noteOption allows management of the mutation configuration using functional options.
+type noteOption func(*NoteMutation)
+
+// newNoteMutation creates new mutation for the Note entity.
+func newNoteMutation(c config, op Op, opts ...noteOption) *NoteMutation {
+	m := &NoteMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeNote,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withNoteID sets the ID field of the mutation.
+func withNoteID(id int) noteOption {
+	return func(m *NoteMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *Note
+		)
+		m.oldValue = func(ctx context.Context) (*Note, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().Note.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withNote sets the old Note of the mutation.
+func withNote(node *Note) noteOption {
+	return func(m *NoteMutation) {
+		m.oldValue = func(context.Context) (*Note, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m NoteMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m NoteMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *NoteMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *NoteMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().Note.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetDocID sets the "doc_id" field.
+func (m *NoteMutation) SetDocID(i int64) {
+	m.doc_id = &i
+	m.adddoc_id = nil
+}
+
+// DocID returns the value of the "doc_id" field in the mutation.
+func (m *NoteMutation) DocID() (r int64, exists bool) {
+	v := m.doc_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldDocID returns the old "doc_id" field's value of the Note entity.
+// If the Note object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *NoteMutation) OldDocID(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldDocID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldDocID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldDocID: %w", err)
+	}
+	return oldValue.DocID, nil
+}
+
+// AddDocID adds i to the "doc_id" field.
+func (m *NoteMutation) AddDocID(i int64) {
+	if m.adddoc_id != nil {
+		*m.adddoc_id += i
+	} else {
+		m.adddoc_id = &i
+	}
+}
+
+// AddedDocID returns the value that was added to the "doc_id" field in this mutation.
+func (m *NoteMutation) AddedDocID() (r int64, exists bool) {
+	v := m.adddoc_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetDocID resets all changes to the "doc_id" field.
+func (m *NoteMutation) ResetDocID() {
+	m.doc_id = nil
+	m.adddoc_id = nil
+}
+
+// SetAltID sets the "alt_id" field.
+func (m *NoteMutation) SetAltID(i int64) {
+	m.alt_id = &i
+	m.addalt_id = nil
+}
+
+// AltID returns the value of the "alt_id" field in the mutation.
+func (m *NoteMutation) AltID() (r int64, exists bool) {
+	v := m.alt_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldAltID returns the old "alt_id" field's value of the Note entity.
+// If the Note object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *NoteMutation) OldAltID(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldAltID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldAltID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldAltID: %w", err)
+	}
+	return oldValue.AltID, nil
+}
+
+// AddAltID adds i to the "alt_id" field.
+func (m *NoteMutation) AddAltID(i int64) {
+	if m.addalt_id != nil {
+		*m.addalt_id += i
+	} else {
+		m.addalt_id = &i
+	}
+}
+
+// AddedAltID returns the value that was added to the "alt_id" field in this mutation.
+func (m *NoteMutation) AddedAltID() (r int64, exists bool) {
+	v := m.addalt_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ClearAltID clears the value of the "alt_id" field.
+func (m *NoteMutation) ClearAltID() {
+	m.alt_id = nil
+	m.addalt_id = nil
+	m.clearedFields[note.FieldAltID] = struct{}{}
+}
+
+// AltIDCleared returns if the "alt_id" field was cleared in this mutation.
+func (m *NoteMutation) AltIDCleared() bool {
+	_, ok := m.clearedFields[note.FieldAltID]
+	return ok
+}
+
+// ResetAltID resets all changes to the "alt_id" field.
+func (m *NoteMutation) ResetAltID() {
+	m.alt_id = nil
+	m.addalt_id = nil
+	delete(m.clearedFields, note.FieldAltID)
+}
+
+// Where appends a list predicates to the NoteMutation builder.
+func (m *NoteMutation) Where(ps ...predicate.Note) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the NoteMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *NoteMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.Note, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *NoteMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *NoteMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (Note).
+func (m *NoteMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *NoteMutation) Fields() []string {
+	fields := make([]string, 0, 2)
+	if m.doc_id != nil {
+		fields = append(fields, note.FieldDocID)
+	}
+	if m.alt_id != nil {
+		fields = append(fields, note.FieldAltID)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *NoteMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case note.FieldDocID:
+		return m.DocID()
+	case note.FieldAltID:
+		return m.AltID()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *NoteMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case note.FieldDocID:
+		return m.OldDocID(ctx)
+	case note.FieldAltID:
+		return m.OldAltID(ctx)
+	}
+	return nil, fmt.Errorf("unknown Note field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *NoteMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case note.FieldDocID:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetDocID(v)
+		return nil
+	case note.FieldAltID:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetAltID(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Note field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *NoteMutation) AddedFields() []string {
+	var fields []string
+	if m.adddoc_id != nil {
+		fields = append(fields, note.FieldDocID)
+	}
+	if m.addalt_id != nil {
+		fields = append(fields, note.FieldAltID)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *NoteMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case note.FieldDocID:
+		return m.AddedDocID()
+	case note.FieldAltID:
+		return m.AddedAltID()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *NoteMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case note.FieldDocID:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddDocID(v)
+		return nil
+	case note.FieldAltID:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddAltID(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Note numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *NoteMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(note.FieldAltID) {
+		fields = append(fields, note.FieldAltID)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *NoteMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *NoteMutation) ClearField(name string) error {
+	switch name {
+	case note.FieldAltID:
+		m.ClearAltID()
+		return nil
+	}
+	return fmt.Errorf("unknown Note nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *NoteMutation) ResetField(name string) error {
+	switch name {
+	case note.FieldDocID:
+		m.ResetDocID()
+		return nil
+	case note.FieldAltID:
+		m.ResetAltID()
+		return nil
+	}
+	return fmt.Errorf("unknown Note field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *NoteMutation) AddedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *NoteMutation) AddedIDs(name string) []ent.Value {
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *NoteMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *NoteMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *NoteMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *NoteMutation) EdgeCleared(name string) bool {
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *NoteMutation) ClearEdge(name string) error {
+	return fmt.Errorf("unknown Note unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *NoteMutation) ResetEdge(name string) error {
+	return fmt.Errorf("unknown Note edge %s", name)
+}
+
 // PartMutation represents an operation that mutates the Part nodes in the graph.
 type PartMutation struct {
 	config
@@ -3242,6 +3811,990 @@ func (m *PlainMutation) ClearEdge(name string) error {
 // It returns an error if the edge is not defined in the schema.
 func (m *PlainMutation) ResetEdge(name string) error {
 	return fmt.Errorf("unknown Plain edge %s", name)
+}
+
+// ReferenceMutation represents an operation that mutates the Reference nodes in the graph.
+type ReferenceMutation struct {
+	config
+	op              Op
+	typ             string
+	id              *int64
+	other_id        *int64
+	addother_id     *int64
+	maybe_id        *int64
+	addmaybe_id     *int64
+	nil_id          *int64
+	addnil_id       *int64
+	count           *int64
+	addcount        *int64
+	clearedFields   map[string]struct{}
+	doc             *int64
+	cleareddoc      bool
+	parent          *int64
+	clearedparent   bool
+	children        map[int64]struct{}
+	removedchildren map[int64]struct{}
+	clearedchildren bool
+	done            bool
+	oldValue        func(context.Context) (*Reference, error)
+	predicates      []predicate.Reference
+}
+
+var _ ent.Mutation = (*ReferenceMutation)(nil)
+
+// referenceOption allows management of the mutation configuration using functional options.
+type referenceOption func(*ReferenceMutation)
+
+// newReferenceMutation creates new mutation for the Reference entity.
+func newReferenceMutation(c config, op Op, opts ...referenceOption) *ReferenceMutation {
+	m := &ReferenceMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeReference,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withReferenceID sets the ID field of the mutation.
+func withReferenceID(id int64) referenceOption {
+	return func(m *ReferenceMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *Reference
+		)
+		m.oldValue = func(ctx context.Context) (*Reference, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().Reference.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withReference sets the old Reference of the mutation.
+func withReference(node *Reference) referenceOption {
+	return func(m *ReferenceMutation) {
+		m.oldValue = func(context.Context) (*Reference, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m ReferenceMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m ReferenceMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// SetID sets the value of the id field. Note that this
+// operation is only accepted on creation of Reference entities.
+func (m *ReferenceMutation) SetID(id int64) {
+	m.id = &id
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *ReferenceMutation) ID() (id int64, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *ReferenceMutation) IDs(ctx context.Context) ([]int64, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int64{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().Reference.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetDocID sets the "doc_id" field.
+func (m *ReferenceMutation) SetDocID(i int64) {
+	m.doc = &i
+}
+
+// DocID returns the value of the "doc_id" field in the mutation.
+func (m *ReferenceMutation) DocID() (r int64, exists bool) {
+	v := m.doc
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldDocID returns the old "doc_id" field's value of the Reference entity.
+// If the Reference object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ReferenceMutation) OldDocID(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldDocID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldDocID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldDocID: %w", err)
+	}
+	return oldValue.DocID, nil
+}
+
+// ResetDocID resets all changes to the "doc_id" field.
+func (m *ReferenceMutation) ResetDocID() {
+	m.doc = nil
+}
+
+// SetParentID sets the "parent_id" field.
+func (m *ReferenceMutation) SetParentID(i int64) {
+	m.parent = &i
+}
+
+// ParentID returns the value of the "parent_id" field in the mutation.
+func (m *ReferenceMutation) ParentID() (r int64, exists bool) {
+	v := m.parent
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldParentID returns the old "parent_id" field's value of the Reference entity.
+// If the Reference object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ReferenceMutation) OldParentID(ctx context.Context) (v *int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldParentID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldParentID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldParentID: %w", err)
+	}
+	return oldValue.ParentID, nil
+}
+
+// ClearParentID clears the value of the "parent_id" field.
+func (m *ReferenceMutation) ClearParentID() {
+	m.parent = nil
+	m.clearedFields[reference.FieldParentID] = struct{}{}
+}
+
+// ParentIDCleared returns if the "parent_id" field was cleared in this mutation.
+func (m *ReferenceMutation) ParentIDCleared() bool {
+	_, ok := m.clearedFields[reference.FieldParentID]
+	return ok
+}
+
+// ResetParentID resets all changes to the "parent_id" field.
+func (m *ReferenceMutation) ResetParentID() {
+	m.parent = nil
+	delete(m.clearedFields, reference.FieldParentID)
+}
+
+// SetOtherID sets the "other_id" field.
+func (m *ReferenceMutation) SetOtherID(i int64) {
+	m.other_id = &i
+	m.addother_id = nil
+}
+
+// OtherID returns the value of the "other_id" field in the mutation.
+func (m *ReferenceMutation) OtherID() (r int64, exists bool) {
+	v := m.other_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldOtherID returns the old "other_id" field's value of the Reference entity.
+// If the Reference object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ReferenceMutation) OldOtherID(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldOtherID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldOtherID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldOtherID: %w", err)
+	}
+	return oldValue.OtherID, nil
+}
+
+// AddOtherID adds i to the "other_id" field.
+func (m *ReferenceMutation) AddOtherID(i int64) {
+	if m.addother_id != nil {
+		*m.addother_id += i
+	} else {
+		m.addother_id = &i
+	}
+}
+
+// AddedOtherID returns the value that was added to the "other_id" field in this mutation.
+func (m *ReferenceMutation) AddedOtherID() (r int64, exists bool) {
+	v := m.addother_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetOtherID resets all changes to the "other_id" field.
+func (m *ReferenceMutation) ResetOtherID() {
+	m.other_id = nil
+	m.addother_id = nil
+}
+
+// SetMaybeID sets the "maybe_id" field.
+func (m *ReferenceMutation) SetMaybeID(i int64) {
+	m.maybe_id = &i
+	m.addmaybe_id = nil
+}
+
+// MaybeID returns the value of the "maybe_id" field in the mutation.
+func (m *ReferenceMutation) MaybeID() (r int64, exists bool) {
+	v := m.maybe_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldMaybeID returns the old "maybe_id" field's value of the Reference entity.
+// If the Reference object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ReferenceMutation) OldMaybeID(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldMaybeID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldMaybeID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldMaybeID: %w", err)
+	}
+	return oldValue.MaybeID, nil
+}
+
+// AddMaybeID adds i to the "maybe_id" field.
+func (m *ReferenceMutation) AddMaybeID(i int64) {
+	if m.addmaybe_id != nil {
+		*m.addmaybe_id += i
+	} else {
+		m.addmaybe_id = &i
+	}
+}
+
+// AddedMaybeID returns the value that was added to the "maybe_id" field in this mutation.
+func (m *ReferenceMutation) AddedMaybeID() (r int64, exists bool) {
+	v := m.addmaybe_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ClearMaybeID clears the value of the "maybe_id" field.
+func (m *ReferenceMutation) ClearMaybeID() {
+	m.maybe_id = nil
+	m.addmaybe_id = nil
+	m.clearedFields[reference.FieldMaybeID] = struct{}{}
+}
+
+// MaybeIDCleared returns if the "maybe_id" field was cleared in this mutation.
+func (m *ReferenceMutation) MaybeIDCleared() bool {
+	_, ok := m.clearedFields[reference.FieldMaybeID]
+	return ok
+}
+
+// ResetMaybeID resets all changes to the "maybe_id" field.
+func (m *ReferenceMutation) ResetMaybeID() {
+	m.maybe_id = nil
+	m.addmaybe_id = nil
+	delete(m.clearedFields, reference.FieldMaybeID)
+}
+
+// SetNilID sets the "nil_id" field.
+func (m *ReferenceMutation) SetNilID(i int64) {
+	m.nil_id = &i
+	m.addnil_id = nil
+}
+
+// NilID returns the value of the "nil_id" field in the mutation.
+func (m *ReferenceMutation) NilID() (r int64, exists bool) {
+	v := m.nil_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldNilID returns the old "nil_id" field's value of the Reference entity.
+// If the Reference object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ReferenceMutation) OldNilID(ctx context.Context) (v *int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldNilID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldNilID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldNilID: %w", err)
+	}
+	return oldValue.NilID, nil
+}
+
+// AddNilID adds i to the "nil_id" field.
+func (m *ReferenceMutation) AddNilID(i int64) {
+	if m.addnil_id != nil {
+		*m.addnil_id += i
+	} else {
+		m.addnil_id = &i
+	}
+}
+
+// AddedNilID returns the value that was added to the "nil_id" field in this mutation.
+func (m *ReferenceMutation) AddedNilID() (r int64, exists bool) {
+	v := m.addnil_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ClearNilID clears the value of the "nil_id" field.
+func (m *ReferenceMutation) ClearNilID() {
+	m.nil_id = nil
+	m.addnil_id = nil
+	m.clearedFields[reference.FieldNilID] = struct{}{}
+}
+
+// NilIDCleared returns if the "nil_id" field was cleared in this mutation.
+func (m *ReferenceMutation) NilIDCleared() bool {
+	_, ok := m.clearedFields[reference.FieldNilID]
+	return ok
+}
+
+// ResetNilID resets all changes to the "nil_id" field.
+func (m *ReferenceMutation) ResetNilID() {
+	m.nil_id = nil
+	m.addnil_id = nil
+	delete(m.clearedFields, reference.FieldNilID)
+}
+
+// SetCount sets the "count" field.
+func (m *ReferenceMutation) SetCount(i int64) {
+	m.count = &i
+	m.addcount = nil
+}
+
+// Count returns the value of the "count" field in the mutation.
+func (m *ReferenceMutation) Count() (r int64, exists bool) {
+	v := m.count
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCount returns the old "count" field's value of the Reference entity.
+// If the Reference object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ReferenceMutation) OldCount(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCount is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCount requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCount: %w", err)
+	}
+	return oldValue.Count, nil
+}
+
+// AddCount adds i to the "count" field.
+func (m *ReferenceMutation) AddCount(i int64) {
+	if m.addcount != nil {
+		*m.addcount += i
+	} else {
+		m.addcount = &i
+	}
+}
+
+// AddedCount returns the value that was added to the "count" field in this mutation.
+func (m *ReferenceMutation) AddedCount() (r int64, exists bool) {
+	v := m.addcount
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetCount resets all changes to the "count" field.
+func (m *ReferenceMutation) ResetCount() {
+	m.count = nil
+	m.addcount = nil
+}
+
+// ClearDoc clears the "doc" edge to the Doc entity.
+func (m *ReferenceMutation) ClearDoc() {
+	m.cleareddoc = true
+	m.clearedFields[reference.FieldDocID] = struct{}{}
+}
+
+// DocCleared reports if the "doc" edge to the Doc entity was cleared.
+func (m *ReferenceMutation) DocCleared() bool {
+	return m.cleareddoc
+}
+
+// DocIDs returns the "doc" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// DocID instead. It exists only for internal usage by the builders.
+func (m *ReferenceMutation) DocIDs() (ids []int64) {
+	if id := m.doc; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetDoc resets all changes to the "doc" edge.
+func (m *ReferenceMutation) ResetDoc() {
+	m.doc = nil
+	m.cleareddoc = false
+}
+
+// ClearParent clears the "parent" edge to the Reference entity.
+func (m *ReferenceMutation) ClearParent() {
+	m.clearedparent = true
+	m.clearedFields[reference.FieldParentID] = struct{}{}
+}
+
+// ParentCleared reports if the "parent" edge to the Reference entity was cleared.
+func (m *ReferenceMutation) ParentCleared() bool {
+	return m.ParentIDCleared() || m.clearedparent
+}
+
+// ParentIDs returns the "parent" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// ParentID instead. It exists only for internal usage by the builders.
+func (m *ReferenceMutation) ParentIDs() (ids []int64) {
+	if id := m.parent; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetParent resets all changes to the "parent" edge.
+func (m *ReferenceMutation) ResetParent() {
+	m.parent = nil
+	m.clearedparent = false
+}
+
+// AddChildIDs adds the "children" edge to the Reference entity by ids.
+func (m *ReferenceMutation) AddChildIDs(ids ...int64) {
+	if m.children == nil {
+		m.children = make(map[int64]struct{})
+	}
+	for i := range ids {
+		m.children[ids[i]] = struct{}{}
+	}
+}
+
+// ClearChildren clears the "children" edge to the Reference entity.
+func (m *ReferenceMutation) ClearChildren() {
+	m.clearedchildren = true
+}
+
+// ChildrenCleared reports if the "children" edge to the Reference entity was cleared.
+func (m *ReferenceMutation) ChildrenCleared() bool {
+	return m.clearedchildren
+}
+
+// RemoveChildIDs removes the "children" edge to the Reference entity by IDs.
+func (m *ReferenceMutation) RemoveChildIDs(ids ...int64) {
+	if m.removedchildren == nil {
+		m.removedchildren = make(map[int64]struct{})
+	}
+	for i := range ids {
+		delete(m.children, ids[i])
+		m.removedchildren[ids[i]] = struct{}{}
+	}
+}
+
+// RemovedChildren returns the removed IDs of the "children" edge to the Reference entity.
+func (m *ReferenceMutation) RemovedChildrenIDs() (ids []int64) {
+	for id := range m.removedchildren {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// ChildrenIDs returns the "children" edge IDs in the mutation.
+func (m *ReferenceMutation) ChildrenIDs() (ids []int64) {
+	for id := range m.children {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// ResetChildren resets all changes to the "children" edge.
+func (m *ReferenceMutation) ResetChildren() {
+	m.children = nil
+	m.clearedchildren = false
+	m.removedchildren = nil
+}
+
+// Where appends a list predicates to the ReferenceMutation builder.
+func (m *ReferenceMutation) Where(ps ...predicate.Reference) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the ReferenceMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *ReferenceMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.Reference, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *ReferenceMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *ReferenceMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (Reference).
+func (m *ReferenceMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *ReferenceMutation) Fields() []string {
+	fields := make([]string, 0, 6)
+	if m.doc != nil {
+		fields = append(fields, reference.FieldDocID)
+	}
+	if m.parent != nil {
+		fields = append(fields, reference.FieldParentID)
+	}
+	if m.other_id != nil {
+		fields = append(fields, reference.FieldOtherID)
+	}
+	if m.maybe_id != nil {
+		fields = append(fields, reference.FieldMaybeID)
+	}
+	if m.nil_id != nil {
+		fields = append(fields, reference.FieldNilID)
+	}
+	if m.count != nil {
+		fields = append(fields, reference.FieldCount)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *ReferenceMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case reference.FieldDocID:
+		return m.DocID()
+	case reference.FieldParentID:
+		return m.ParentID()
+	case reference.FieldOtherID:
+		return m.OtherID()
+	case reference.FieldMaybeID:
+		return m.MaybeID()
+	case reference.FieldNilID:
+		return m.NilID()
+	case reference.FieldCount:
+		return m.Count()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *ReferenceMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case reference.FieldDocID:
+		return m.OldDocID(ctx)
+	case reference.FieldParentID:
+		return m.OldParentID(ctx)
+	case reference.FieldOtherID:
+		return m.OldOtherID(ctx)
+	case reference.FieldMaybeID:
+		return m.OldMaybeID(ctx)
+	case reference.FieldNilID:
+		return m.OldNilID(ctx)
+	case reference.FieldCount:
+		return m.OldCount(ctx)
+	}
+	return nil, fmt.Errorf("unknown Reference field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ReferenceMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case reference.FieldDocID:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetDocID(v)
+		return nil
+	case reference.FieldParentID:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetParentID(v)
+		return nil
+	case reference.FieldOtherID:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetOtherID(v)
+		return nil
+	case reference.FieldMaybeID:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetMaybeID(v)
+		return nil
+	case reference.FieldNilID:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetNilID(v)
+		return nil
+	case reference.FieldCount:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCount(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Reference field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *ReferenceMutation) AddedFields() []string {
+	var fields []string
+	if m.addother_id != nil {
+		fields = append(fields, reference.FieldOtherID)
+	}
+	if m.addmaybe_id != nil {
+		fields = append(fields, reference.FieldMaybeID)
+	}
+	if m.addnil_id != nil {
+		fields = append(fields, reference.FieldNilID)
+	}
+	if m.addcount != nil {
+		fields = append(fields, reference.FieldCount)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *ReferenceMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case reference.FieldOtherID:
+		return m.AddedOtherID()
+	case reference.FieldMaybeID:
+		return m.AddedMaybeID()
+	case reference.FieldNilID:
+		return m.AddedNilID()
+	case reference.FieldCount:
+		return m.AddedCount()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ReferenceMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case reference.FieldOtherID:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddOtherID(v)
+		return nil
+	case reference.FieldMaybeID:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddMaybeID(v)
+		return nil
+	case reference.FieldNilID:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddNilID(v)
+		return nil
+	case reference.FieldCount:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddCount(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Reference numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *ReferenceMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(reference.FieldParentID) {
+		fields = append(fields, reference.FieldParentID)
+	}
+	if m.FieldCleared(reference.FieldMaybeID) {
+		fields = append(fields, reference.FieldMaybeID)
+	}
+	if m.FieldCleared(reference.FieldNilID) {
+		fields = append(fields, reference.FieldNilID)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *ReferenceMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *ReferenceMutation) ClearField(name string) error {
+	switch name {
+	case reference.FieldParentID:
+		m.ClearParentID()
+		return nil
+	case reference.FieldMaybeID:
+		m.ClearMaybeID()
+		return nil
+	case reference.FieldNilID:
+		m.ClearNilID()
+		return nil
+	}
+	return fmt.Errorf("unknown Reference nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *ReferenceMutation) ResetField(name string) error {
+	switch name {
+	case reference.FieldDocID:
+		m.ResetDocID()
+		return nil
+	case reference.FieldParentID:
+		m.ResetParentID()
+		return nil
+	case reference.FieldOtherID:
+		m.ResetOtherID()
+		return nil
+	case reference.FieldMaybeID:
+		m.ResetMaybeID()
+		return nil
+	case reference.FieldNilID:
+		m.ResetNilID()
+		return nil
+	case reference.FieldCount:
+		m.ResetCount()
+		return nil
+	}
+	return fmt.Errorf("unknown Reference field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *ReferenceMutation) AddedEdges() []string {
+	edges := make([]string, 0, 3)
+	if m.doc != nil {
+		edges = append(edges, reference.EdgeDoc)
+	}
+	if m.parent != nil {
+		edges = append(edges, reference.EdgeParent)
+	}
+	if m.children != nil {
+		edges = append(edges, reference.EdgeChildren)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *ReferenceMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case reference.EdgeDoc:
+		if id := m.doc; id != nil {
+			return []ent.Value{*id}
+		}
+	case reference.EdgeParent:
+		if id := m.parent; id != nil {
+			return []ent.Value{*id}
+		}
+	case reference.EdgeChildren:
+		ids := make([]ent.Value, 0, len(m.children))
+		for id := range m.children {
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *ReferenceMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 3)
+	if m.removedchildren != nil {
+		edges = append(edges, reference.EdgeChildren)
+	}
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *ReferenceMutation) RemovedIDs(name string) []ent.Value {
+	switch name {
+	case reference.EdgeChildren:
+		ids := make([]ent.Value, 0, len(m.removedchildren))
+		for id := range m.removedchildren {
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *ReferenceMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 3)
+	if m.cleareddoc {
+		edges = append(edges, reference.EdgeDoc)
+	}
+	if m.clearedparent {
+		edges = append(edges, reference.EdgeParent)
+	}
+	if m.clearedchildren {
+		edges = append(edges, reference.EdgeChildren)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *ReferenceMutation) EdgeCleared(name string) bool {
+	switch name {
+	case reference.EdgeDoc:
+		return m.cleareddoc
+	case reference.EdgeParent:
+		return m.clearedparent
+	case reference.EdgeChildren:
+		return m.clearedchildren
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *ReferenceMutation) ClearEdge(name string) error {
+	switch name {
+	case reference.EdgeDoc:
+		m.ClearDoc()
+		return nil
+	case reference.EdgeParent:
+		m.ClearParent()
+		return nil
+	}
+	return fmt.Errorf("unknown Reference unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *ReferenceMutation) ResetEdge(name string) error {
+	switch name {
+	case reference.EdgeDoc:
+		m.ResetDoc()
+		return nil
+	case reference.EdgeParent:
+		m.ResetParent()
+		return nil
+	case reference.EdgeChildren:
+		m.ResetChildren()
+		return nil
+	}
+	return fmt.Errorf("unknown Reference edge %s", name)
 }
 
 // RootMutation represents an operation that mutates the Root nodes in the graph.

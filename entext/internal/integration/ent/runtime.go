@@ -3,6 +3,7 @@
 package ent
 
 import (
+	"github.com/entflake/entflake/entext/internal/integration/ent/reference"
 	"github.com/entflake/entflake/entext/internal/integration/ent/schema"
 	"github.com/entflake/entflake/entext/internal/integration/ent/widget"
 )
@@ -11,6 +12,12 @@ import (
 // (default values, validators, hooks and policies) and stitches it
 // to their package variables.
 func init() {
+	referenceFields := schema.Reference{}.Fields()
+	_ = referenceFields
+	// referenceDescCount is the schema descriptor for count field.
+	referenceDescCount := referenceFields[5].Descriptor()
+	// reference.DefaultCount holds the default value on creation for the count field.
+	reference.DefaultCount = referenceDescCount.Default.(int64)
 	widgetFields := schema.Widget{}.Fields()
 	_ = widgetFields
 	// widgetDescQty is the schema descriptor for qty field.

@@ -140,14 +140,18 @@ func (_m *Strconv) String() string {
 	return builder.String()
 }
 
-// UnmarshalJSON decodes a Strconv, accepting its id as a JSON string
-// (the way it marshals it, for JavaScript's sake) or as a number.
+// UnmarshalJSON decodes a Strconv, accepting each snowflake id as a JSON
+// string (the way it marshals them, for JavaScript's sake) or as a number:
+// id.
 func (_m *Strconv) UnmarshalJSON(data []byte) error {
 	type entflakeFields Strconv // without this method
 	return entflakeUnmarshalJSON(data, &struct {
 		ID entflakeJSONID `json:"id"`
 		*entflakeFields
-	}{entflakeJSONID{&_m.ID, "Strconv.id"}, (*entflakeFields)(_m)})
+	}{
+		entflakeJSONID{&_m.ID, "Strconv.id"},
+		(*entflakeFields)(_m),
+	})
 }
 
 // Strconvs is a parsable slice of Strconv.

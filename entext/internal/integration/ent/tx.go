@@ -22,10 +22,14 @@ type Tx struct {
 	Mutators *MutatorsClient
 	// Node is the client for interacting with the Node builders.
 	Node *NodeClient
+	// Note is the client for interacting with the Note builders.
+	Note *NoteClient
 	// Part is the client for interacting with the Part builders.
 	Part *PartClient
 	// Plain is the client for interacting with the Plain builders.
 	Plain *PlainClient
+	// Reference is the client for interacting with the Reference builders.
+	Reference *ReferenceClient
 	// Root is the client for interacting with the Root builders.
 	Root *RootClient
 	// Spec is the client for interacting with the Spec builders.
@@ -170,8 +174,10 @@ func (tx *Tx) init() {
 	tx.Json = NewJSONClient(tx.config)
 	tx.Mutators = NewMutatorsClient(tx.config)
 	tx.Node = NewNodeClient(tx.config)
+	tx.Note = NewNoteClient(tx.config)
 	tx.Part = NewPartClient(tx.config)
 	tx.Plain = NewPlainClient(tx.config)
+	tx.Reference = NewReferenceClient(tx.config)
 	tx.Root = NewRootClient(tx.config)
 	tx.Spec = NewSpecClient(tx.config)
 	tx.Strconv = NewStrconvClient(tx.config)

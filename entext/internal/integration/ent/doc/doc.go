@@ -4,6 +4,7 @@ package doc
 
 import (
 	"entgo.io/ent/dialect/sql"
+	"entgo.io/ent/dialect/sql/sqlgraph"
 )
 
 const (
@@ -13,8 +14,17 @@ const (
 	FieldID = "id"
 	// FieldTitle holds the string denoting the title field in the database.
 	FieldTitle = "title"
+	// EdgeReferences holds the string denoting the references edge name in mutations.
+	EdgeReferences = "references"
 	// Table holds the table name of the doc in the database.
 	Table = "docs"
+	// ReferencesTable is the table that holds the references relation/edge.
+	ReferencesTable = "references"
+	// ReferencesInverseTable is the table name for the Reference entity.
+	// It exists in this package in order to avoid circular dependency with the "reference" package.
+	ReferencesInverseTable = "references"
+	// ReferencesColumn is the table column denoting the references relation/edge.
+	ReferencesColumn = "doc_id"
 )
 
 // Columns holds all SQL columns for doc fields.
@@ -44,4 +54,25 @@ func ByID(opts ...sql.OrderTermOption) OrderOption {
 // ByTitle orders the results by the title field.
 func ByTitle(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldTitle, opts...).ToFunc()
+}
+
+// ByReferencesCount orders the results by references count.
+func ByReferencesCount(opts ...sql.OrderTermOption) OrderOption {
+	return func(s *sql.Selector) {
+		sqlgraph.OrderByNeighborsCount(s, newReferencesStep(), opts...)
+	}
+}
+
+// ByReferences orders the results by references terms.
+func ByReferences(term sql.OrderTerm, terms ...sql.OrderTerm) OrderOption {
+	return func(s *sql.Selector) {
+		sqlgraph.OrderByNeighborTerms(s, newReferencesStep(), append([]sql.OrderTerm{term}, terms...)...)
+	}
+}
+func newReferencesStep() *sqlgraph.Step {
+	return sqlgraph.NewStep(
+		sqlgraph.From(Table, FieldID),
+		sqlgraph.To(ReferencesInverseTable, FieldID),
+		sqlgraph.Edge(sqlgraph.O2M, false, ReferencesTable, ReferencesColumn),
+	)
 }

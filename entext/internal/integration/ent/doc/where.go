@@ -4,6 +4,7 @@ package doc
 
 import (
 	"entgo.io/ent/dialect/sql"
+	"entgo.io/ent/dialect/sql/sqlgraph"
 	"github.com/entflake/entflake/entext/internal/integration/ent/predicate"
 )
 
@@ -120,6 +121,29 @@ func TitleEqualFold(v string) predicate.Doc {
 // TitleContainsFold applies the ContainsFold predicate on the "title" field.
 func TitleContainsFold(v string) predicate.Doc {
 	return predicate.Doc(sql.FieldContainsFold(FieldTitle, v))
+}
+
+// HasReferences applies the HasEdge predicate on the "references" edge.
+func HasReferences() predicate.Doc {
+	return predicate.Doc(func(s *sql.Selector) {
+		step := sqlgraph.NewStep(
+			sqlgraph.From(Table, FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, ReferencesTable, ReferencesColumn),
+		)
+		sqlgraph.HasNeighbors(s, step)
+	})
+}
+
+// HasReferencesWith applies the HasEdge predicate on the "references" edge with a given conditions (other predicates).
+func HasReferencesWith(preds ...predicate.Reference) predicate.Doc {
+	return predicate.Doc(func(s *sql.Selector) {
+		step := newReferencesStep()
+		sqlgraph.HasNeighborsWith(s, step, func(s *sql.Selector) {
+			for _, p := range preds {
+				p(s)
+			}
+		})
+	})
 }
 
 // And groups predicates with the AND operator between them.

@@ -69,6 +69,18 @@ func (f NodeFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error)
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.NodeMutation", m)
 }
 
+// The NoteFunc type is an adapter to allow the use of ordinary
+// function as Note mutator.
+type NoteFunc func(context.Context, *ent.NoteMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f NoteFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.NoteMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.NoteMutation", m)
+}
+
 // The PartFunc type is an adapter to allow the use of ordinary
 // function as Part mutator.
 type PartFunc func(context.Context, *ent.PartMutation) (ent.Value, error)
@@ -91,6 +103,18 @@ func (f PlainFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error
 		return f(ctx, mv)
 	}
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.PlainMutation", m)
+}
+
+// The ReferenceFunc type is an adapter to allow the use of ordinary
+// function as Reference mutator.
+type ReferenceFunc func(context.Context, *ent.ReferenceMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f ReferenceFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.ReferenceMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.ReferenceMutation", m)
 }
 
 // The RootFunc type is an adapter to allow the use of ordinary

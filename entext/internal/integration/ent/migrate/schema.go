@@ -90,6 +90,18 @@ var (
 			},
 		},
 	}
+	// NotesColumns holds the columns for the "notes" table.
+	NotesColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "doc_id", Type: field.TypeInt64},
+		{Name: "alt_id", Type: field.TypeInt64, Nullable: true},
+	}
+	// NotesTable holds the schema information for the "notes" table.
+	NotesTable = &schema.Table{
+		Name:       "notes",
+		Columns:    NotesColumns,
+		PrimaryKey: []*schema.Column{NotesColumns[0]},
+	}
 	// PartsColumns holds the columns for the "parts" table.
 	PartsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt64, SchemaType: map[string]string{"sqlite3": "bigint"}},
@@ -120,6 +132,36 @@ var (
 		Name:       "plains",
 		Columns:    PlainsColumns,
 		PrimaryKey: []*schema.Column{PlainsColumns[0]},
+	}
+	// ReferencesColumns holds the columns for the "references" table.
+	ReferencesColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt64, SchemaType: map[string]string{"sqlite3": "bigint"}},
+		{Name: "other_id", Type: field.TypeInt64},
+		{Name: "maybe_id", Type: field.TypeInt64, Nullable: true},
+		{Name: "nil_id", Type: field.TypeInt64, Nullable: true},
+		{Name: "count", Type: field.TypeInt64, Default: 0},
+		{Name: "doc_id", Type: field.TypeInt64, SchemaType: map[string]string{"sqlite3": "bigint"}},
+		{Name: "parent_id", Type: field.TypeInt64, Nullable: true, SchemaType: map[string]string{"sqlite3": "bigint"}},
+	}
+	// ReferencesTable holds the schema information for the "references" table.
+	ReferencesTable = &schema.Table{
+		Name:       "references",
+		Columns:    ReferencesColumns,
+		PrimaryKey: []*schema.Column{ReferencesColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "references_docs_references",
+				Columns:    []*schema.Column{ReferencesColumns[5]},
+				RefColumns: []*schema.Column{DocsColumns[0]},
+				OnDelete:   schema.NoAction,
+			},
+			{
+				Symbol:     "references_references_children",
+				Columns:    []*schema.Column{ReferencesColumns[6]},
+				RefColumns: []*schema.Column{ReferencesColumns[0]},
+				OnDelete:   schema.SetNull,
+			},
+		},
 	}
 	// RootsColumns holds the columns for the "roots" table.
 	RootsColumns = []*schema.Column{
@@ -200,8 +242,10 @@ var (
 		JsonsTable,
 		MutatorsTable,
 		NodesTable,
+		NotesTable,
 		PartsTable,
 		PlainsTable,
+		ReferencesTable,
 		RootsTable,
 		SpecsTable,
 		StrconvsTable,
@@ -214,6 +258,8 @@ func init() {
 	MutatorsTable.ForeignKeys[0].RefTable = NodesTable
 	NodesTable.ForeignKeys[0].RefTable = SpecsTable
 	PartsTable.ForeignKeys[0].RefTable = WidgetsTable
+	ReferencesTable.ForeignKeys[0].RefTable = DocsTable
+	ReferencesTable.ForeignKeys[1].RefTable = ReferencesTable
 	RootsTable.ForeignKeys[0].RefTable = MutatorsTable
 	SpecsTable.ForeignKeys[0].RefTable = BuildersTable
 	StrconvsTable.ForeignKeys[0].RefTable = JsonsTable

@@ -21,11 +21,17 @@ type Mutators func(*sql.Selector)
 // Node is the predicate function for node builders.
 type Node func(*sql.Selector)
 
+// Note is the predicate function for note builders.
+type Note func(*sql.Selector)
+
 // Part is the predicate function for part builders.
 type Part func(*sql.Selector)
 
 // Plain is the predicate function for plain builders.
 type Plain func(*sql.Selector)
+
+// Reference is the predicate function for reference builders.
+type Reference func(*sql.Selector)
 
 // Root is the predicate function for root builders.
 type Root func(*sql.Selector)

@@ -6,6 +6,7 @@ package schema
 
 import (
 	"entgo.io/ent"
+	"entgo.io/ent/schema"
 	"entgo.io/ent/schema/edge"
 	"entgo.io/ent/schema/field"
 
@@ -59,6 +60,60 @@ func (Doc) Mixin() []ent.Mixin { return []ent.Mixin{entflakemixin.SnowflakeID{JS
 // Fields of Doc.
 func (Doc) Fields() []ent.Field {
 	return []ent.Field{field.String("title")}
+}
+
+// Edges of Doc.
+func (Doc) Edges() []ent.Edge {
+	return []ent.Edge{edge.To("references", Reference.Type)}
+}
+
+// Reference has JSON string ids and every kind of field that holds one,
+// marked with entflakemixin.JSONString(): the field of a required edge, of
+// an optional nillable edge, a plain field, an optional one and a nillable
+// one. Count is an int64 without the mark, which stays a JSON number.
+type Reference struct{ ent.Schema }
+
+// Mixin gives Reference its snowflake id, a JSON string.
+func (Reference) Mixin() []ent.Mixin {
+	return []ent.Mixin{entflakemixin.SnowflakeID{JSONString: true}}
+}
+
+// Fields of Reference.
+func (Reference) Fields() []ent.Field {
+	return []ent.Field{
+		field.Int64("doc_id").Immutable().Annotations(entflakemixin.JSONString()),
+		field.Int64("parent_id").Optional().Nillable().Annotations(entflakemixin.JSONString()),
+		field.Int64("other_id").Comment("an id of another system").Annotations(entflakemixin.JSONString()),
+		field.Int64("maybe_id").Optional().Annotations(entflakemixin.JSONString()),
+		field.Int64("nil_id").Optional().Nillable().Annotations(entflakemixin.JSONString()),
+		field.Int64("count").Default(0),
+	}
+}
+
+// Edges of Reference.
+func (Reference) Edges() []ent.Edge {
+	return []ent.Edge{
+		edge.From("doc", Doc.Type).Ref("references").Field("doc_id").Unique().Required().Immutable(),
+		edge.To("children", Reference.Type).From("parent").Field("parent_id").Unique(),
+	}
+}
+
+// Note keeps ent's own id, a JSON number, and has fields with the mark
+// whose JSON keys come from the field's struct tag (doc_id) and from the
+// schema's field.Annotation (alt_id).
+type Note struct{ ent.Schema }
+
+// Fields of Note.
+func (Note) Fields() []ent.Field {
+	return []ent.Field{
+		field.Int64("doc_id").StructTag(`json:"docRef" xml:"doc"`).Annotations(entflakemixin.JSONString()),
+		field.Int64("alt_id").Optional().Annotations(entflakemixin.JSONString()),
+	}
+}
+
+// Annotations of Note.
+func (Note) Annotations() []schema.Annotation {
+	return []schema.Annotation{field.Annotation{StructTag: map[string]string{"alt_id": `json:"alt,omitempty" yaml:"alt"`}}}
 }
 
 // Plain keeps ent's own auto-increment id.

@@ -1,0 +1,185 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	gen "github.com/entflake/entflake/entext/internal/integration/ent"
+	"github.com/entflake/entflake/entext/internal/integration/ent/reference"
+	"github.com/entflake/entflake/internal/dbtest"
+)
+
+// above53 is 2^53+1, the first integer a float64 cannot hold: a decoder that
+// goes through float64 reads it as 2^53.
+const above53 = int64(1)<<53 + 1
+
+// decoded is a JSON object decoded with its numbers kept as written, so
+// that a test can tell a string from a number.
+func decoded(t *testing.T, b []byte) map[string]any {
+	t.Helper()
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var m map[string]any
+	require.NoError(t, d.Decode(&m), "%s", b)
+	return m
+}
+
+// refFields are Reference's fields that hold ids, for comparing.
+type refFields struct {
+	ID, DocID, OtherID, MaybeID int64
+	ParentID, NilID             *int64
+	Count                       int64
+}
+
+func fieldsOf(r *gen.Reference) refFields {
+	return refFields{r.ID, r.DocID, r.OtherID, r.MaybeID, r.ParentID, r.NilID, r.Count}
+}
+
+// TestJSONReferences: every field of Reference marked JSONString (the
+// field of a required edge and of an optional nillable one, a plain, an
+// optional and a nillable field) marshals as a string, with full
+// precision, and decodes from a string or a number; the unmarked int64
+// stays a number.
+func TestJSONReferences(t *testing.T) {
+	e := open(t, dbtest.Backends[2])
+	ctx := context.Background()
+	d := e.Doc.Create().SetTitle("d").SaveX(ctx)
+	root := e.Reference.Create().SetDoc(d).SetOtherID(above53).SaveX(ctx)
+	child := e.Reference.Create().SetDoc(d).SetParent(root).SetOtherID(above53 + 2).
+		SetMaybeID(above53 + 4).SetNilID(above53 + 6).SetCount(above53).SaveX(ctx)
+	for _, id := range []int64{d.ID, root.ID, child.ID} {
+		e.mine(t, id)
+		require.Greater(t, id, int64(1)<<53, "a snowflake id above 2^53, which a float64 rounds")
+	}
+	child = e.Reference.Query().Where(reference.ID(child.ID)).OnlyX(ctx) // as stored
+
+	out, err := json.Marshal(child)
+	require.NoError(t, err)
+	m := decoded(t, out)
+	for key, want := range map[string]int64{
+		"id": child.ID, "doc_id": d.ID, "parent_id": root.ID,
+		"other_id": above53 + 2, "maybe_id": above53 + 4, "nil_id": above53 + 6,
+	} {
+		assert.Equal(t, strconv.FormatInt(want, 10), m[key], "%s in %s", key, out)
+	}
+	assert.Equal(t, json.Number(strconv.FormatInt(above53, 10)), m["count"], "an unmarked int64 stays a number: %s", out)
+
+	// omitempty holds as ent sets it: a zero id and a nil one are left out.
+	out, err = json.Marshal(root)
+	require.NoError(t, err)
+	m = decoded(t, out)
+	assert.NotContains(t, m, "maybe_id", "%s", out)
+	assert.NotContains(t, m, "nil_id", "%s", out)
+	assert.NotContains(t, m, "parent_id", "%s", out)
+	assert.Equal(t, strconv.FormatInt(above53, 10), m["other_id"])
+
+	// A round trip gives the entity back.
+	var back gen.Reference
+	require.NoError(t, json.Unmarshal(out, &back))
+	assert.Equal(t, fieldsOf(root), fieldsOf(&back))
+	out, err = json.Marshal(child)
+	require.NoError(t, err)
+	back = gen.Reference{}
+	require.NoError(t, json.Unmarshal(out, &back))
+	assert.Equal(t, fieldsOf(child), fieldsOf(&back))
+
+	// Numbers decode too, above 2^53 exactly: nothing goes through float64.
+	ptr := func(v int64) *int64 { return &v }
+	num := fmt.Sprintf(`{"id":%d,"doc_id":%d,"parent_id":%d,"other_id":%d,"maybe_id":%d,"nil_id":%d,"count":5}`,
+		above53, above53+2, above53+4, above53+6, above53+8, above53+10)
+	back = gen.Reference{}
+	require.NoError(t, json.Unmarshal([]byte(num), &back), num)
+	assert.Equal(t, refFields{above53, above53 + 2, above53 + 6, above53 + 8, ptr(above53 + 4), ptr(above53 + 10), 5}, fieldsOf(&back))
+
+	// A null makes a nillable field nil and leaves an int64 as it is, as
+	// encoding/json does.
+	require.NoError(t, json.Unmarshal([]byte(`{"nil_id":null,"parent_id":null,"other_id":null,"maybe_id":null}`), &back))
+	assert.Equal(t, refFields{above53, above53 + 2, above53 + 6, above53 + 8, nil, nil, 5}, fieldsOf(&back))
+
+	// Anything but an integer fails, naming the field.
+	for in, field := range map[string]string{
+		`{"other_id":"abc"}`:             "Reference.other_id",
+		`{"doc_id":1.5}`:                 "Reference.doc_id",
+		`{"nil_id":"abc"}`:               "Reference.nil_id",
+		`{"parent_id":true}`:             "Reference.parent_id",
+		`{"maybe_id":"1e3"}`:             "Reference.maybe_id",
+		`{"id":"9223372036854775808"}`:   "Reference.id",
+		`{"other_id":""}`:                "Reference.other_id",
+		`{"other_id":{"n":1}}`:           "Reference.other_id",
+		`{"doc_id":"12","other_id":"x"}`: "Reference.other_id",
+	} {
+		var r gen.Reference
+		err := json.Unmarshal([]byte(in), &r)
+		require.Error(t, err, in)
+		assert.ErrorContains(t, err, field, in)
+		assert.ErrorContains(t, err, "is not an int64", in)
+	}
+}
+
+// TestJSONReferenceEdges: loaded edges marshal through their own entities,
+// with string ids, and decode back through theirs.
+func TestJSONReferenceEdges(t *testing.T) {
+	e := open(t, dbtest.Backends[2])
+	ctx := context.Background()
+	d := e.Doc.Create().SetTitle("d").SaveX(ctx)
+	root := e.Reference.Create().SetDoc(d).SetOtherID(1).SaveX(ctx)
+	child := e.Reference.Create().SetDoc(d).SetParent(root).SetOtherID(2).SaveX(ctx)
+	got := e.Reference.Query().Where(reference.ID(child.ID)).WithDoc().WithParent().OnlyX(ctx)
+	out, err := json.Marshal(got)
+	require.NoError(t, err)
+	s := string(out)
+	assert.Contains(t, s, fmt.Sprintf(`"doc":{"id":"%d","title":"d"`, d.ID))
+	assert.Contains(t, s, fmt.Sprintf(`"parent":{"id":"%d","doc_id":"%d","other_id":"1"`, root.ID, d.ID))
+	var back gen.Reference
+	require.NoError(t, json.Unmarshal(out, &back))
+	require.NotNil(t, back.Edges.Doc)
+	require.NotNil(t, back.Edges.Parent)
+	assert.Equal(t, d.ID, back.Edges.Doc.ID)
+	assert.Equal(t, root.ID, back.Edges.Parent.ID)
+	assert.Equal(t, d.ID, back.Edges.Parent.DocID)
+	assert.Equal(t, fieldsOf(got), fieldsOf(&back))
+}
+
+// TestJSONReferencesOwnKeys: Note, without the mixin, keeps its
+// auto-increment id a number; its marked fields take their JSON keys from
+// the field's struct tag and from the schema's field.Annotation, whose
+// other keys stay.
+func TestJSONReferencesOwnKeys(t *testing.T) {
+	e := open(t, dbtest.Backends[2])
+	ctx := context.Background()
+	n := e.Note.Create().SetDocID(above53).SetAltID(above53 + 2).SaveX(ctx)
+	out, err := json.Marshal(n)
+	require.NoError(t, err)
+	assert.Equal(t, fmt.Sprintf(`{"id":%d,"docRef":"%d","alt":"%d"}`, n.ID, above53, above53+2), string(out))
+	for _, in := range []string{
+		string(out),
+		fmt.Sprintf(`{"id":%d,"docRef":%d,"alt":%d}`, n.ID, above53, above53+2),
+	} {
+		var back gen.Note
+		require.NoError(t, json.Unmarshal([]byte(in), &back), in)
+		assert.Equal(t, [3]int64{int64(n.ID), above53, above53 + 2}, [3]int64{int64(back.ID), back.DocID, back.AltID}, in)
+	}
+	var bad gen.Note
+	assert.ErrorContains(t, json.Unmarshal([]byte(`{"docRef":"x"}`), &bad), `Note.doc_id (JSON key "docRef")`)
+	// The struct tag's other keys are the user's.
+	f, ok := reflectField(gen.Note{}, "DocID")
+	require.True(t, ok)
+	assert.Equal(t, "doc", f.Get("xml"))
+	f, ok = reflectField(gen.Note{}, "AltID")
+	require.True(t, ok)
+	assert.Equal(t, "alt", f.Get("yaml"))
+}
+
+// reflectField returns the struct tag of a field of v's struct type.
+func reflectField(v any, name string) (reflect.StructTag, bool) {
+	f, ok := reflect.TypeOf(v).FieldByName(name)
+	return f.Tag, ok
+}
