@@ -134,6 +134,11 @@ type Generator struct {
 	mu     sync.Mutex
 	status LeaseStatus
 	closed bool
+
+	// Written on error paths and by the keeper only: off the cache line
+	// NextID reads g from.
+	_     [64]byte
+	stats stats
 }
 
 // New returns a generator with a fixed worker id and no database: for tests,
@@ -180,14 +185,25 @@ func New(workerID int64, opts ...Option) (*Generator, error) {
 //
 // Check the error: id, _ := gen.NextID() is a bug, since the 0 it yields on
 // error is then used as a primary key.
-func (g *Generator) NextID() (int64, error) { return g.g.NextID() }
+func (g *Generator) NextID() (int64, error) {
+	id, err := g.g.NextID()
+	if err != nil {
+		return 0, g.failed(err)
+	}
+	return id, nil
+}
 
 // NextIDs fills ids with new IDs, as many NextID calls would, in increasing
 // order, for a batch that needs many IDs at once (the rows of a bulk
 // insert). It claims a run of a millisecond's sequence numbers with one
 // clock read and one atomic operation. It returns NextID's errors; on
 // error, the IDs before the failing one are filled in.
-func (g *Generator) NextIDs(ids []int64) error { return g.g.NextIDs(ids) }
+func (g *Generator) NextIDs(ids []int64) error {
+	if err := g.g.NextIDs(ids); err != nil {
+		return g.failed(err)
+	}
+	return nil
+}
 
 // WorkerID returns the worker id the generator issues under now: a
 // fallback upgraded to a lease, or a lost lease replaced, changes it.

@@ -92,6 +92,7 @@ func (k *keeper) renew(ctx context.Context) time.Duration {
 	attrs := []slog.Attr{slog.Int64("worker_id", k.hold.WorkerID), slog.Int64("fence", k.hold.Fence)}
 	switch {
 	case err == nil:
+		k.g.stats.renewals.Add(1)
 		// Raise the limit only now that the database has acknowledged it.
 		k.promise = max(k.promise, promise)
 		k.g.g.SetLimit(k.field(k.promise))
@@ -108,12 +109,15 @@ func (k *keeper) renew(ctx context.Context) time.Duration {
 		// Another instance took the slot, or its row or table is gone:
 		// stop issuing under it at once, then look for another.
 		k.g.g.Stop(fmt.Errorf("entflake: NextID: %w: %w", ErrFenced, err))
+		k.g.stats.renewalFailures.Add(1)
+		k.g.stats.fencings.Add(1)
 		k.log.LogAttrs(ctx, slog.LevelError, "entflake: worker lease lost", append(attrs, slog.String("error", err.Error()))...)
 		k.hold, k.failures = nil, 0
 		k.g.update(func(s *LeaseStatus) { s.State, s.Err = LeaseLost, err })
 		return k.hb.Retry
 	}
 	k.failures++
+	k.g.stats.renewalFailures.Add(1)
 	k.g.update(func(s *LeaseStatus) { s.State, s.Err = LeaseRenewing, err })
 	left := time.UnixMilli(k.promise).Sub(k.clock.Now())
 	attrs = append(attrs, slog.String("error", err.Error()), slog.Int("failures", k.failures),
@@ -121,6 +125,7 @@ func (k *keeper) renew(ctx context.Context) time.Duration {
 	switch {
 	case left <= 0 && !k.fenced:
 		k.fenced = true
+		k.g.stats.fencings.Add(1)
 		k.log.LogAttrs(ctx, slog.LevelError, "entflake: lease promise reached",
 			append(attrs, slog.String("effect", "NextID fails with ErrFenced until a renewal succeeds"))...)
 	case k.failures == 1:
@@ -153,6 +158,7 @@ func (k *keeper) acquire(ctx context.Context) time.Duration {
 			k.g.update(func(s *LeaseStatus) { s.State = LeaseLost })
 			if !k.held {
 				level = slog.LevelError
+				k.g.stats.fencings.Add(1)
 			}
 			k.held = true
 		}
@@ -161,6 +167,7 @@ func (k *keeper) acquire(ctx context.Context) time.Duration {
 		return min(k.hb.Retry<<min(k.failures-1, 10), k.hb.Interval)
 	}
 	k.failures, k.fenced, k.held = 0, false, false
+	k.g.stats.switches.Add(1)
 	k.log.LogAttrs(ctx, slog.LevelInfo, "entflake: switched to leased worker id",
 		slog.String("service", k.req.Service), slog.Int64("from_worker_id", from),
 		slog.Int64("worker_id", slot.WorkerID), slog.Int64("fence", slot.Fence), slog.String("source", k.source.String()))

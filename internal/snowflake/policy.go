@@ -77,7 +77,20 @@ const waitSlack = 100 * time.Millisecond
 // wait that began as "the rest of this millisecond" can never turn into
 // "until the clock catches up with a large step", and the total sleep is
 // bounded (waitSlack, plus the clamp's fuse or twice the wait limit).
+//
+// A wait that slept is counted in the generator's statistics, with the
+// clock time it took.
 func (g *Generator) waitPast(last int64) error {
+	start := g.nanos()
+	slept, err := g.waitPastClock(last, start)
+	if slept > 0 {
+		g.stats.waits.Add(1)
+		g.stats.waitNanos.Add(max(g.nanos()-start, 0))
+	}
+	return err
+}
+
+func (g *Generator) waitPastClock(last, n int64) (slept time.Duration, err error) {
 	target := (last + 1) * msNanos
 	budget := waitSlack
 	switch g.policy.Kind {
@@ -86,26 +99,24 @@ func (g *Generator) waitPast(last int64) error {
 	case Wait:
 		budget += 2 * g.policy.Limit
 	}
-	var slept time.Duration
-	for {
-		n := g.nanos()
+	for ; ; n = g.nanos() {
 		if n >= target {
-			return nil
+			return slept, nil
 		}
 		if n < 0 {
 			_, err := g.millis()
-			return err
+			return slept, err
 		}
 		if behind := last - n/msNanos; behind > 0 {
 			if g.policy.Kind == ClockSequence {
-				return nil // NextID sees the rollback and bumps
+				return slept, nil // NextID sees the rollback and bumps
 			}
 			if err := g.refuse(behind); err != nil {
-				return err
+				return slept, err
 			}
 		}
 		if slept >= budget {
-			return fmt.Errorf("%w: waited %v for the clock to pass the last issued millisecond, and it did not",
+			return slept, fmt.Errorf("%w: waited %v for the clock to pass the last issued millisecond, and it did not",
 				ErrClockBackwards, slept)
 		}
 		d := time.Duration(target - n)
@@ -140,6 +151,7 @@ func (g *Generator) refuse(behind int64) error {
 func (g *Generator) rollback(old uint64, now, last int64) (next uint64, retry bool, err error) {
 	ref := last - g.leadMilli // the clock must get past this to issue freely
 	back := ref - now
+	g.countRollback(old, back)
 	if g.policy.Kind == ClockSequence {
 		cs := old >> g.csShift & g.csMask
 		if cs == g.csMask {

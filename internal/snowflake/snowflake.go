@@ -121,6 +121,60 @@ type Generator struct {
 	stopErr atomic.Pointer[error]
 	floor   atomic.Int64 // the lowest time field the worker id allows; read on rollbacks only
 	high    atomic.Int64 // the highest time field issued before a clock-sequence bump moved back
+
+	// What follows is written on slow paths only (waits, rollbacks, a
+	// burst's borrowed millisecond): keep it off the cache lines that the
+	// per-ID path reads.
+	_     [cacheLine]byte
+	stats counters
+}
+
+// counters are the generator's statistics. Every one is bumped on a slow
+// path only: the path that issues an ID within a millisecond, or opens a
+// new one from the clock, touches none of them.
+type counters struct {
+	waits      atomic.Int64
+	waitNanos  atomic.Int64
+	rollbacks  atomic.Int64
+	largest    atomic.Int64  // ms
+	rollbackAt atomic.Uint64 // the time and clock-sequence bits of the last ID of the rollback counted last
+	borrowed   atomic.Int64
+}
+
+// Stats is a snapshot of a generator's statistics.
+type Stats struct {
+	Waits           int64
+	WaitDuration    time.Duration
+	Rollbacks       int64
+	LargestRollback time.Duration
+	Borrowed        int64
+}
+
+// Stats returns the generator's statistics. The fields are read one by one,
+// not as one atomic snapshot.
+func (g *Generator) Stats() Stats {
+	c := &g.stats
+	return Stats{
+		Waits:           c.waits.Load(),
+		WaitDuration:    time.Duration(c.waitNanos.Load()),
+		Rollbacks:       c.rollbacks.Load(),
+		LargestRollback: time.Duration(c.largest.Load()) * time.Millisecond,
+		Borrowed:        c.borrowed.Load(),
+	}
+}
+
+// countRollback records a clock found behind the last ID old by back ms.
+// The readings behind the same last ID (same time field and clock
+// sequence: the clamp's frozen millisecond, the wait policy's, the reject
+// policy's repeated refusals) count as one rollback.
+func (g *Generator) countRollback(old uint64, back int64) {
+	c := &g.stats
+	key := old>>g.csShift | 1<<63 // never 0, the zero value
+	if prev := c.rollbackAt.Load(); prev != key && c.rollbackAt.CompareAndSwap(prev, key) {
+		c.rollbacks.Add(1)
+	}
+	for l := c.largest.Load(); back > l && !c.largest.CompareAndSwap(l, back); l = c.largest.Load() {
+	}
 }
 
 // New validates cfg and returns a generator.
@@ -232,6 +286,7 @@ type outcome uint8
 
 const (
 	issue    outcome = iota // first is the next state; room states from it share its millisecond
+	borrow                  // as issue, in a millisecond a burst opens ahead of the clock
 	wait                    // the millisecond, or a burst's lead, is used up: wait for the clock
 	behind                  // the clock reads before the last ID, beyond a burst's lead
 	overflow                // a burst would take the time field past MaxTime
@@ -270,7 +325,7 @@ func (g *Generator) next(old uint64, now int64) (first, room uint64, out outcome
 	// A burst: the millisecond is used up, and the next one is still within
 	// the lead of the clock. Only this worker issues in it, so borrowing it
 	// keeps IDs unique.
-	return uint64(last+1)<<TimeShift | old&g.keepMask, g.seqMask + 1, issue
+	return uint64(last+1)<<TimeShift | old&g.keepMask, g.seqMask + 1, borrow
 }
 
 // NextID returns a new ID, greater than every ID this generator returned
@@ -311,6 +366,14 @@ func (g *Generator) NextID() (int64, error) {
 			if retry {
 				continue
 			}
+		case borrow:
+			// Counted here, not on the path below: that one opens the
+			// clock's millisecond, and stays free of counters.
+			if g.state.CompareAndSwap(old, next) {
+				g.stats.borrowed.Add(1)
+				return int64(next), nil
+			}
+			continue
 		}
 		if g.state.CompareAndSwap(old, next) {
 			return int64(next), nil
@@ -332,7 +395,7 @@ func (g *Generator) NextIDs(ids []int64) error {
 			return err
 		}
 		first, room, out := g.next(old, now)
-		if out != issue {
+		if out != issue && out != borrow {
 			id, err := g.NextID()
 			if err != nil {
 				return err
@@ -343,6 +406,9 @@ func (g *Generator) NextIDs(ids []int64) error {
 		n := min(uint64(len(ids)), room)
 		if !g.state.CompareAndSwap(old, first+n-1) {
 			continue
+		}
+		if out == borrow {
+			g.stats.borrowed.Add(1)
 		}
 		for i := range n {
 			ids[i] = int64(first + i)
