@@ -30,6 +30,11 @@
 //     with true, the migration fails, naming the types, since snowflake ids
 //     ignore the id ranges that option gives each table.
 //
+// The mixin's id field has a default and a validator that only code
+// generated without the extension keeps (see mixin.ErrNoExtension); the
+// extension drops both, so ent neither sets a default id before the hook
+// nor validates the id.
+//
 // The generated code refers to no package of an entity type (a type's
 // package is its lower-cased name, which a local of ent's generated code
 // can shadow), and besides its API declares only names that no entity type
@@ -128,6 +133,7 @@ func (*Extension) Hooks() []gen.Hook {
 				return err
 			}
 			markJSONStrings(g)
+			dropGuards(g)
 			return next.Generate(g)
 		})
 	}}
@@ -231,7 +237,7 @@ func Check(g *gen.Graph) error {
 			fail("schema %s uses mixin.SnowflakeID with a custom Go type %s on the id; the id must stay a plain int64 "+
 				"(for JSON strings use SnowflakeID{JSONString: true})", n.Name, id.Type)
 		}
-		if id.Default || id.DefaultFunc() {
+		if (id.Default || id.DefaultFunc()) && !guarded(id) {
 			fail("schema %s uses mixin.SnowflakeID, but its id has a default; ent runs defaults before hooks, "+
 				"so the generated hook could not tell a default from an id the caller set: remove it", n.Name)
 		}
@@ -261,6 +267,29 @@ func Check(g *gen.Graph) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// guarded reports whether an id field is SnowflakeID's own, with the
+// default and validator that make code generated without the extension fail
+// at the first create (see mixin.ErrNoExtension). A default of the schema's
+// own (a wrapping mixin's or the schema's id field) has no such mark.
+func guarded(id *gen.Field) bool {
+	_, ok := id.Annotations[mixin.IDFieldAnnotationName]
+	return ok && id.Default && id.DefaultFunc() && id.Validators == 1
+}
+
+// dropGuards removes, from the graph about to be generated, the default and
+// the validator of SnowflakeID's id field: with the extension the generated
+// hook assigns the id, and ent must not set the mixin's placeholder before
+// it (ent runs defaults before hooks, and the hook keeps an id that is set).
+// The generated code is then what it would be without them: no id default
+// or validator in the ent package, and no runtime registration for them.
+func dropGuards(g *gen.Graph) {
+	for _, n := range g.Nodes {
+		if uses(n) && n.HasOneFieldID() && n.ID != nil && guarded(n.ID) {
+			n.ID.Default, n.ID.Validators = false, 0
+		}
+	}
 }
 
 func incremental(a *entsql.Annotation) *bool {

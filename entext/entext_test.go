@@ -50,6 +50,16 @@ func (DefaultID) Mixin() []ent.Mixin {
 	return []ent.Mixin{idMixin{id: field.Int64("id").DefaultFunc(func() int64 { return time.Now().UnixNano() })}}
 }
 
+// OwnDefaultID has the mixin and an id field of its own with a default,
+// which replaces the mixin's.
+type OwnDefaultID struct{ ent.Schema }
+
+func (OwnDefaultID) Mixin() []ent.Mixin { return []ent.Mixin{entflakemixin.SnowflakeID{}} }
+
+func (OwnDefaultID) Fields() []ent.Field {
+	return []ent.Field{field.Int64("id").Immutable().DefaultFunc(func() int64 { return 1 })}
+}
+
 type MyID int64
 
 type GoTypeID struct{ ent.Schema }
@@ -223,6 +233,7 @@ func TestCheck(t *testing.T) {
 	}{
 		"string id":       {[]ent.Interface{StringID{}}, nil, []string{"schema StringID", "id field is string, not int64"}},
 		"default id":      {[]ent.Interface{DefaultID{}}, nil, []string{"schema DefaultID", "its id has a default"}},
+		"own default id":  {[]ent.Interface{OwnDefaultID{}}, nil, []string{"schema OwnDefaultID", "its id has a default"}},
 		"go type":         {[]ent.Interface{GoTypeID{}}, nil, []string{"schema GoTypeID", "custom Go type"}},
 		"incremental":     {[]ent.Interface{Incremental{}}, nil, []string{"schema Incremental", "Incremental: true"}},
 		"global id":       {[]ent.Interface{Good{}}, []gen.Feature{gen.FeatureGlobalID}, []string{"sql/globalid", "schemas Good"}},
@@ -358,6 +369,31 @@ func TestGeneratedJSON(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotContains(t, string(b), "entflakeParseJSONID")
 	assert.NotContains(t, string(b), "encoding/json")
+}
+
+// TestGuardsDropped: the mixin's id has a default and a validator that make
+// code generated without the extension fail at the first create; the
+// extension drops both, so that its generated code has no id default for
+// ent to set before the hook, and no id validator.
+func TestGuardsDropped(t *testing.T) {
+	generate := func(t *testing.T, ext bool) string {
+		g := graph(t, nil, Good{}, Plain{})
+		g.Target, g.Config.Schema = t.TempDir(), "example.com/app/ent/schema"
+		id := g.Nodes[0].ID
+		require.True(t, id.Default && id.DefaultFunc() && id.Validators == 1, "the mixin's guard")
+		if ext {
+			g.Templates, g.Hooks = New().Templates(), New().Hooks()
+		}
+		require.NoError(t, g.Gen())
+		assert.Equal(t, !ext, id.Default)
+		b, err := os.ReadFile(filepath.Join(g.Target, "good", "good.go"))
+		require.NoError(t, err)
+		return string(b)
+	}
+	for _, name := range []string{"DefaultID", "IDValidator"} {
+		assert.Contains(t, generate(t, false), name, "without the extension")
+		assert.NotContains(t, generate(t, true), name, "with the extension")
+	}
 }
 
 // OwnSlots maps a type of the user's to the slot table.

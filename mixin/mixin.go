@@ -24,9 +24,17 @@
 // does for the id:
 //
 //	field.Int64("account_id").Immutable().Annotations(entflakemixin.JSONString())
+//
+// Code generated without the extension (for example by ent's own "ent
+// generate" command, which cannot load extensions) still compiles; every
+// create of such a type then fails before any SQL with an error that wraps
+// ErrNoExtension, instead of a database error about a missing id.
 package mixin
 
 import (
+	"errors"
+	"math"
+
 	"entgo.io/ent"
 	"entgo.io/ent/dialect"
 	"entgo.io/ent/dialect/entsql"
@@ -53,14 +61,52 @@ type SnowflakeID struct {
 	JSONString bool
 }
 
+// ErrNoExtension is the error (wrapped in ent's *ValidationError, which
+// names the type) of every create of a type with SnowflakeID whose ent code
+// was generated without the entflake extension.
+var ErrNoExtension = errors.New("entflake: no id assigned: this ent code was generated without the entflake " +
+	"extension; add entc.Extensions(entext.New()) to entc.Generate in entc.go and run go generate " +
+	"(ent's \"ent generate\" command cannot load extensions)")
+
+// unassigned is the id that code generated without the extension gives
+// every created entity: ent sets it as the id's default before any hook, and
+// the id's validator refuses it before the INSERT. entflake never makes a
+// negative id. With the extension, the generated code has neither the
+// default nor the validator (the extension drops both).
+const unassigned int64 = math.MinInt64
+
+// IDFieldAnnotationName is the name of the annotation on the id field of
+// SnowflakeID, by which the extension tells the field's default and
+// validator (which it drops) from ones a schema adds itself (which it
+// refuses).
+const IDFieldAnnotationName = "EntflakeSnowflakeIDField"
+
+// idField is the annotation named IDFieldAnnotationName.
+type idField struct{}
+
+func (idField) Name() string { return IDFieldAnnotationName }
+
 // Fields returns the id field.
 func (m SnowflakeID) Fields() []ent.Field {
 	id := field.Int64("id").
 		Immutable().
+		// Only for code generated without the extension, which drops both:
+		// ent registers them in the ent package's runtime.go (or, if a
+		// schema has hooks, in the runtime package that ent then requires
+		// anyway), so that a create fails with ErrNoExtension before any SQL
+		// instead of with the database's missing-id error. No hook: a hook
+		// in a mixin would make every graph need the runtime import.
+		DefaultFunc(func() int64 { return unassigned }).
+		Validate(func(id int64) error {
+			if id == unassigned {
+				return ErrNoExtension
+			}
+			return nil
+		}).
 		Comment("Snowflake ID, assigned in the process before the INSERT (entflake).").
 		// Without this, ent makes a user-defined integer id AUTO_INCREMENT
 		// (MySQL) or an IDENTITY column (PostgreSQL).
-		Annotations(entsql.Annotation{Incremental: new(bool)}).
+		Annotations(entsql.Annotation{Incremental: new(bool)}, idField{}).
 		// On SQLite an INTEGER PRIMARY KEY column is the rowid, which
 		// quietly numbers rows 1, 2, 3 whenever no id is given.
 		SchemaType(map[string]string{dialect.SQLite: "bigint"})
@@ -120,4 +166,5 @@ var (
 	_ ent.Mixin         = SnowflakeID{}
 	_ schema.Annotation = Annotation{}
 	_ schema.Annotation = JSONStringAnnotation{}
+	_ schema.Annotation = idField{}
 )

@@ -20,13 +20,27 @@ func TestSnowflakeID(t *testing.T) {
 	assert.Equal(t, field.TypeInt64, d.Info.Type)
 	assert.True(t, d.Immutable)
 	assert.False(t, d.Optional)
-	assert.Nil(t, d.Default, "no default: the generated hook tells a caller-set id by its presence")
+	// The default and validator are the guard for code generated without
+	// the extension, which drops both (entext's tests): a placeholder that
+	// the validator refuses with ErrNoExtension, and only that.
+	def, ok := d.Default.(func() int64)
+	require.True(t, ok, "a default func")
+	require.Len(t, d.Validators, 1)
+	validate := d.Validators[0].(func(int64) error)
+	assert.ErrorIs(t, validate(def()), entflakemixin.ErrNoExtension)
+	assert.Negative(t, def(), "never a snowflake id")
+	for _, id := range []int64{0, 1, -1, 385716584448028672} {
+		assert.NoError(t, validate(id))
+	}
 	var incremental *bool
+	guard := false
 	for _, a := range d.Annotations {
 		if s, ok := a.(entsql.Annotation); ok {
 			incremental = s.Incremental
 		}
+		guard = guard || a.Name() == entflakemixin.IDFieldAnnotationName
 	}
+	assert.True(t, guard, "the mark by which entext tells the guard from a schema's own default")
 	require.NotNil(t, incremental, "without the annotation ent makes the id AUTO_INCREMENT")
 	assert.False(t, *incremental)
 	assert.Empty(t, d.Tag)

@@ -107,34 +107,42 @@ func entflakeConfig(m ent.Mutation) (*config, bool) {
 // the upsert updates a row, but an INSERT of a given id leaves it 0. A row
 // with the id given exists only if the upsert inserted it; otherwise the
 // id stays 0, as ent leaves it (DoNothing, which MySQL lacks).
+//
+// The check is a primary-key query on the mutation's driver (in a
+// transaction, the transaction's, which sees its own uncommitted row), not
+// through the client's query builder: the client's interceptors and privacy
+// rules are for the caller's queries, and one that hid or refused the row
+// would report 0, or an error, for a row the upsert did write.
 func entflakeReadBack(ctx context.Context, c *config, v ent.Value, id int64) error {
 	var (
-		stored   *int64
-		name     string
-		inserted bool
-		err      error
+		stored                      *int64
+		name, table, column, schema string
 	)
 	switch e := v.(type) {
 	case *Snow:
 		if e != nil && e.ID == 0 {
-			stored, name = &e.ID, "Snow"
-			inserted, err = NewSnowClient(*c).Query().Where(sql.FieldEQ("id", id)).Exist(ctx)
+			stored, name, table, column = &e.ID, "Snow", "snows", "id"
 		}
 	case *Snow8:
 		if e != nil && e.ID == 0 {
-			stored, name = &e.ID, "Snow8"
-			inserted, err = NewSnow8Client(*c).Query().Where(sql.FieldEQ("id", id)).Exist(ctx)
+			stored, name, table, column = &e.ID, "Snow8", "snow8s", "id"
 		}
 	case *Snow8Row:
 		if e != nil && e.ID == 0 {
-			stored, name = &e.ID, "Snow8Row"
-			inserted, err = NewSnow8RowClient(*c).Query().Where(sql.FieldEQ("id", id)).Exist(ctx)
+			stored, name, table, column = &e.ID, "Snow8Row", "snow8rows", "id"
 		}
 	}
+	if stored == nil {
+		return nil
+	}
+	n, err := sqlgraph.CountNodes(ctx, c.driver, &sqlgraph.QuerySpec{
+		Node:      &sqlgraph.NodeSpec{Table: table, Schema: schema, Columns: []string{column}, ID: sqlgraph.NewFieldSpec(column, field.TypeInt64)},
+		Predicate: func(s *sql.Selector) { s.Where(sql.EQ(s.C(column), id)) },
+	})
 	if err != nil {
 		return fmt.Errorf("ent: entflake: read back the id of an upserted %s: %w", name, err)
 	}
-	if inserted {
+	if n > 0 {
 		*stored = id
 	}
 	return nil

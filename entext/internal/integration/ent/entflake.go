@@ -124,74 +124,74 @@ func entflakeConfig(m ent.Mutation) (*config, bool) {
 // the upsert updates a row, but an INSERT of a given id leaves it 0. A row
 // with the id given exists only if the upsert inserted it; otherwise the
 // id stays 0, as ent leaves it (DoNothing, which MySQL lacks).
+//
+// The check is a primary-key query on the mutation's driver (in a
+// transaction, the transaction's, which sees its own uncommitted row), not
+// through the client's query builder: the client's interceptors and privacy
+// rules are for the caller's queries, and one that hid or refused the row
+// would report 0, or an error, for a row the upsert did write.
 func entflakeReadBack(ctx context.Context, c *config, v ent.Value, id int64) error {
 	var (
-		stored   *int64
-		name     string
-		inserted bool
-		err      error
+		stored                      *int64
+		name, table, column, schema string
 	)
 	switch e := v.(type) {
 	case *Builder:
 		if e != nil && e.ID == 0 {
-			stored, name = &e.ID, "Builder"
-			inserted, err = NewBuilderClient(*c).Query().Where(sql.FieldEQ("id", id)).Exist(ctx)
+			stored, name, table, column = &e.ID, "Builder", "builders", "id"
 		}
 	case *Doc:
 		if e != nil && e.ID == 0 {
-			stored, name = &e.ID, "Doc"
-			inserted, err = NewDocClient(*c).Query().Where(sql.FieldEQ("id", id)).Exist(ctx)
+			stored, name, table, column = &e.ID, "Doc", "docs", "id"
 		}
 	case *Json:
 		if e != nil && e.ID == 0 {
-			stored, name = &e.ID, "Json"
-			inserted, err = NewJSONClient(*c).Query().Where(sql.FieldEQ("id", id)).Exist(ctx)
+			stored, name, table, column = &e.ID, "Json", "jsons", "id"
 		}
 	case *Mutators:
 		if e != nil && e.ID == 0 {
-			stored, name = &e.ID, "Mutators"
-			inserted, err = NewMutatorsClient(*c).Query().Where(sql.FieldEQ("id", id)).Exist(ctx)
+			stored, name, table, column = &e.ID, "Mutators", "mutators", "id"
 		}
 	case *Node:
 		if e != nil && e.ID == 0 {
-			stored, name = &e.ID, "Node"
-			inserted, err = NewNodeClient(*c).Query().Where(sql.FieldEQ("id", id)).Exist(ctx)
+			stored, name, table, column = &e.ID, "Node", "nodes", "id"
 		}
 	case *Part:
 		if e != nil && e.ID == 0 {
-			stored, name = &e.ID, "Part"
-			inserted, err = NewPartClient(*c).Query().Where(sql.FieldEQ("id", id)).Exist(ctx)
+			stored, name, table, column = &e.ID, "Part", "parts", "id"
 		}
 	case *Reference:
 		if e != nil && e.ID == 0 {
-			stored, name = &e.ID, "Reference"
-			inserted, err = NewReferenceClient(*c).Query().Where(sql.FieldEQ("id", id)).Exist(ctx)
+			stored, name, table, column = &e.ID, "Reference", "references", "id"
 		}
 	case *Root:
 		if e != nil && e.ID == 0 {
-			stored, name = &e.ID, "Root"
-			inserted, err = NewRootClient(*c).Query().Where(sql.FieldEQ("id", id)).Exist(ctx)
+			stored, name, table, column = &e.ID, "Root", "roots", "id"
 		}
 	case *Spec:
 		if e != nil && e.ID == 0 {
-			stored, name = &e.ID, "Spec"
-			inserted, err = NewSpecClient(*c).Query().Where(sql.FieldEQ("id", id)).Exist(ctx)
+			stored, name, table, column = &e.ID, "Spec", "specs", "id"
 		}
 	case *Strconv:
 		if e != nil && e.ID == 0 {
-			stored, name = &e.ID, "Strconv"
-			inserted, err = NewStrconvClient(*c).Query().Where(sql.FieldEQ("id", id)).Exist(ctx)
+			stored, name, table, column = &e.ID, "Strconv", "strconvs", "id"
 		}
 	case *Widget:
 		if e != nil && e.ID == 0 {
-			stored, name = &e.ID, "Widget"
-			inserted, err = NewWidgetClient(*c).Query().Where(sql.FieldEQ("id", id)).Exist(ctx)
+			stored, name, table, column = &e.ID, "Widget", "widgets", "id"
 		}
 	}
+	if stored == nil {
+		return nil
+	}
+	n, err := sqlgraph.CountNodes(ctx, c.driver, &sqlgraph.QuerySpec{
+		Node:      &sqlgraph.NodeSpec{Table: table, Schema: schema, Columns: []string{column}, ID: sqlgraph.NewFieldSpec(column, field.TypeInt64)},
+		Predicate: func(s *sql.Selector) { s.Where(sql.EQ(s.C(column), id)) },
+	})
 	if err != nil {
 		return fmt.Errorf("ent: entflake: read back the id of an upserted %s: %w", name, err)
 	}
-	if inserted {
+	if n > 0 {
 		*stored = id
 	}
 	return nil
