@@ -124,6 +124,40 @@ func BenchmarkRaw(b *testing.B) {
 	})
 }
 
+// pacedBurst is how many IDs BenchmarkPaced takes back to back in one
+// millisecond: a generator's millisecond overlaps at most two of the
+// benchmark's, so it never sees more than 2*pacedBurst = 4000 IDs, under
+// the 4096 of the ceiling, and never waits.
+const pacedBurst = 2000
+
+// BenchmarkPaced: entflake and bwmarrin below the ceiling, on the real
+// clock, which is what an application under 4096 IDs a millisecond pays:
+// each iteration waits (untimed) for a new millisecond of the wall clock,
+// then takes pacedBurst IDs back to back and times them. ns/id is the
+// cost of one ID: for entflake a clock read and one compare-and-swap, for
+// bwmarrin a mutex and a clock read. ns/op is the whole paced round,
+// waiting included, and means nothing.
+func BenchmarkPaced(b *testing.B) {
+	for _, p := range peers[:2] {
+		b.Run(p.name, func(b *testing.B) {
+			next := p.make(b)
+			var spent time.Duration
+			b.ReportAllocs()
+			for b.Loop() {
+				time.Sleep(time.Until(time.UnixMilli(time.Now().UnixMilli() + 1)))
+				t0 := time.Now()
+				for range pacedBurst {
+					if err := next(); err != nil {
+						b.Fatal(err)
+					}
+				}
+				spent += time.Since(t0)
+			}
+			b.ReportMetric(float64(spent.Nanoseconds())/float64(b.N*pacedBurst), "ns/id")
+		})
+	}
+}
+
 // BenchmarkBurst: 1M IDs with WithBurst(300ms), room for 1M at 4096 a
 // millisecond; the strict ceiling is 244.14 ns/op, and 10x it is 24.4.
 // Per-ID NextID pays a clock read each; NextIDs one per run.
