@@ -19,6 +19,13 @@ import (
 // generator leased as an application would.
 func openMariaDB(tb testing.TB) *ent.Client {
 	tb.Helper()
+	client, _ := openMariaDBGen(tb)
+	return client
+}
+
+// openMariaDBGen is openMariaDB that also returns the client's generator.
+func openMariaDBGen(tb testing.TB) (*ent.Client, *entflake.Generator) {
+	tb.Helper()
 	ctx := context.Background()
 	db := dbtest.MySQL(tb)
 	drv := entsql.OpenDB(dialect.MySQL, db.DB)
@@ -34,7 +41,7 @@ func openMariaDB(tb testing.TB) *ent.Client {
 	if err := client.Schema.Create(ctx); err != nil {
 		tb.Fatal(err)
 	}
-	return client
+	return client, g
 }
 
 // BenchmarkInsert: the same row through ent on MariaDB (InnoDB), keyed by
