@@ -231,6 +231,30 @@ func CreateStatements(d string) ([]string, error) {
 	return stmts, nil
 }
 
+// SeedStatement returns the idempotent INSERT of the pool row ('__global__',
+// counter 0, instance 'pool') for a dialect: the row the lease seeds when it
+// creates the tables, and which a table made by other means (a migration
+// from CreateStatements' DDL, ent's migration) needs too, or the first start
+// finds the counter row missing, puts it back and logs that it did.
+//
+// It never overwrites an existing row: the counter's value, shared with the
+// Java allocator, says where the next search for a free worker id starts.
+// On MySQL it is INSERT ... ON DUPLICATE KEY UPDATE of the key onto itself,
+// which, unlike INSERT IGNORE, swallows a duplicate key and no other error
+// (IGNORE would also turn a too-long value or a NULL into a warning). On
+// PostgreSQL and SQLite it is ON CONFLICT DO NOTHING.
+func SeedStatement(d string) (string, error) {
+	if err := CheckDialect(d); err != nil {
+		return "", err
+	}
+	ins := fmt.Sprintf("INSERT INTO %s (%s, %s, %s) VALUES ('%s', 0, '%s') ", TableName,
+		ColumnServiceName, ColumnWorkerID, ColumnInstance, PoolService, PoolInstance)
+	if d == dialect.MySQL {
+		return ins + "ON DUPLICATE KEY UPDATE service_name = service_name", nil
+	}
+	return ins + "ON CONFLICT (service_name) DO NOTHING", nil
+}
+
 // TableStatements returns the part of CreateStatements that makes one of
 // the two tables (TableName or SlotTableName), so that the lease creates
 // only a table that is missing.
