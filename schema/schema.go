@@ -37,6 +37,7 @@ package schema
 import (
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"unicode/utf8"
 
@@ -253,6 +254,43 @@ func SeedStatement(d string) (string, error) {
 		return ins + "ON DUPLICATE KEY UPDATE service_name = service_name", nil
 	}
 	return ins + "ON CONFLICT (service_name) DO NOTHING", nil
+}
+
+// DDL returns what a fresh database needs, for a dialect: CreateStatements
+// followed by SeedStatement. A database made from it is one the lease
+// starts on as if it had made the tables itself: it finds the pool row, and
+// logs neither a creation nor a restored counter row.
+func DDL(d string) ([]string, error) {
+	stmts, err := CreateStatements(d)
+	if err != nil {
+		return nil, err
+	}
+	seed, err := SeedStatement(d)
+	if err != nil {
+		return nil, err
+	}
+	return append(stmts, seed), nil
+}
+
+// WriteDDL writes DDL(d) as a migration file's content: a comment line,
+// then each statement on a line of its own, ended by a semicolon. Every
+// statement is idempotent, so the file may run on a database that has the
+// tables already.
+func WriteDDL(w io.Writer, d string) error {
+	stmts, err := DDL(d)
+	if err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintf(w, "-- entflake (%s): the worker-id counter %s (shared with the Java allocator), "+
+		"the worker-id slots %s, and the counter's row.\n", d, TableName, SlotTableName); err != nil {
+		return err
+	}
+	for _, s := range stmts {
+		if _, err := fmt.Fprintf(w, "%s;\n", s); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // TableStatements returns the part of CreateStatements that makes one of
