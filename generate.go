@@ -5,3 +5,4 @@ package entflake
 //go:generate go -C example/ent run entc.go
 //go:generate go -C entext/internal/integration/ent run entc.go
 //go:generate go -C entext/internal/integration/ent2 run entc.go
+//go:generate go -C entext/internal/integration/ent3 run entc.go
