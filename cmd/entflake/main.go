@@ -208,8 +208,12 @@ func decode(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		if layout.ClockSeqBits > 0 {
 			head += "\tCLOCK SEQ"
 		}
-		fmt.Fprintln(tw, head)
+		headed := false // no header over an empty table
 		out = func(d decoded) error {
+			if !headed {
+				headed = true
+				fmt.Fprintln(tw, head)
+			}
 			line := fmt.Sprintf("%s\t%s\t%d\t%d", d.ID, d.Time, d.WorkerID, d.Sequence)
 			if d.ClockSeq != nil {
 				line += fmt.Sprintf("\t%d", *d.ClockSeq)
@@ -406,7 +410,7 @@ func holders(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintln(tw, "WORKER\tSERVICE\tINSTANCE\tSTATE\tEXPIRES IN\tIDS UP TO\tFENCE\tLAYOUT\tTAKEN AT")
 	for _, h := range shown {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", h.WorkerID, dash(h.Service), dash(h.Instance),
-			h.State(now), expiresIn(h, now), msTime(h.PromiseMs), h.Fence, dash(h.Layout), msTime(h.TakenMs))
+			h.State(now), expiresIn(h, now), idsUpTo(h), h.Fence, dash(h.Layout), msTime(h.TakenMs))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -418,6 +422,18 @@ func holders(args []string, stdout, stderr io.Writer) error {
 	_, err = fmt.Fprintf(stdout, "\n%d slots: %d live, %d expired, %d released%s. Database clock %s.\n",
 		len(hs), count[lease.StateLive], count[lease.StateExpired], count[lease.StateReleased], hidden, msTime(now))
 	return err
+}
+
+// idsUpTo shows how far a slot's IDs went: its promise as a time, or
+// "none" when the promise is not above the epoch its layout names (a holder
+// that issued nothing releases with its epoch as the promise).
+func idsUpTo(h lease.Holder) string {
+	if _, epoch, ok := strings.Cut(h.Layout, " "); ok {
+		if t, err := time.Parse(time.RFC3339Nano, epoch); err == nil && h.PromiseMs <= t.UnixMilli() {
+			return "none"
+		}
+	}
+	return msTime(h.PromiseMs)
 }
 
 func dash(s string) string {
