@@ -37,6 +37,7 @@ package schema
 import (
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"unicode/utf8"
 
@@ -229,6 +230,67 @@ func CreateStatements(d string) ([]string, error) {
 		stmts = append(stmts, s...)
 	}
 	return stmts, nil
+}
+
+// SeedStatement returns the idempotent INSERT of the pool row ('__global__',
+// counter 0, instance 'pool') for a dialect: the row the lease seeds when it
+// creates the tables, and which a table made by other means (a migration
+// from CreateStatements' DDL, ent's migration) needs too, or the first start
+// finds the counter row missing, puts it back and logs that it did.
+//
+// It never overwrites an existing row: the counter's value, shared with the
+// Java allocator, says where the next search for a free worker id starts.
+// On MySQL it is INSERT ... ON DUPLICATE KEY UPDATE of the key onto itself,
+// which, unlike INSERT IGNORE, swallows a duplicate key and no other error
+// (IGNORE would also turn a too-long value or a NULL into a warning). On
+// PostgreSQL and SQLite it is ON CONFLICT DO NOTHING.
+func SeedStatement(d string) (string, error) {
+	if err := CheckDialect(d); err != nil {
+		return "", err
+	}
+	ins := fmt.Sprintf("INSERT INTO %s (%s, %s, %s) VALUES ('%s', 0, '%s') ", TableName,
+		ColumnServiceName, ColumnWorkerID, ColumnInstance, PoolService, PoolInstance)
+	if d == dialect.MySQL {
+		return ins + "ON DUPLICATE KEY UPDATE service_name = service_name", nil
+	}
+	return ins + "ON CONFLICT (service_name) DO NOTHING", nil
+}
+
+// DDL returns what a fresh database needs, for a dialect: CreateStatements
+// followed by SeedStatement. A database made from it is one the lease
+// starts on as if it had made the tables itself: it finds the pool row, and
+// logs neither a creation nor a restored counter row.
+func DDL(d string) ([]string, error) {
+	stmts, err := CreateStatements(d)
+	if err != nil {
+		return nil, err
+	}
+	seed, err := SeedStatement(d)
+	if err != nil {
+		return nil, err
+	}
+	return append(stmts, seed), nil
+}
+
+// WriteDDL writes DDL(d) as a migration file's content: a comment line,
+// then each statement on a line of its own, ended by a semicolon. Every
+// statement is idempotent, so the file may run on a database that has the
+// tables already.
+func WriteDDL(w io.Writer, d string) error {
+	stmts, err := DDL(d)
+	if err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintf(w, "-- entflake (%s): the worker-id counter %s (shared with the Java allocator), "+
+		"the worker-id slots %s, and the counter's row.\n", d, TableName, SlotTableName); err != nil {
+		return err
+	}
+	for _, s := range stmts {
+		if _, err := fmt.Fprintf(w, "%s;\n", s); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // TableStatements returns the part of CreateStatements that makes one of

@@ -238,3 +238,32 @@ func TestRefuseGlobalUniqueID(t *testing.T) {
 	assert.Equal(t, []bool{false}, passed)
 	assert.True(t, exists())
 }
+
+// TestSeedStatement: the seed puts the pool row in on each database, runs
+// again without error, and never moves a counter that is already there.
+func TestSeedStatement(t *testing.T) {
+	_, err := schema.SeedStatement("oracle")
+	assert.ErrorIs(t, err, schema.ErrUnknownDialect)
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		seed, err := schema.SeedStatement(b.Dialect)
+		require.NoError(t, err)
+		db := b.Fresh(t)
+		ensure(t, b, db)
+		pool := func() (worker int, instance string) {
+			require.NoError(t, db.QueryRow("SELECT worker_id, instance FROM sys_sequence WHERE service_name = '__global__'").
+				Scan(&worker, &instance))
+			return worker, instance
+		}
+		_, err = db.Exec(seed)
+		require.NoError(t, err)
+		w, inst := pool()
+		assert.Equal(t, 0, w)
+		assert.Equal(t, schema.PoolInstance, inst)
+		_, err = db.Exec("UPDATE sys_sequence SET worker_id = 17 WHERE service_name = '__global__'")
+		require.NoError(t, err)
+		_, err = db.Exec(seed)
+		require.NoError(t, err, "the seed is idempotent")
+		w, _ = pool()
+		assert.Equal(t, 17, w, "the seed never resets the counter")
+	})
+}

@@ -1,15 +1,8 @@
-// Command entflake-ddl prints the DDL of entflake's tables (sys_sequence and
-// sys_sequence_slot) for one dialect, for users of Atlas versioned migrations, whose ent:// loader reads
-// only the schema package and so never sees the table:
+// Command entflake-ddl prints the DDL of entflake's tables for one dialect.
 //
-//	atlas migrate new sys_sequence --dir file://migrations
-//	go run github.com/entflake/entflake/cmd/entflake-ddl -dialect mysql >> migrations/<version>_sys_sequence.sql
-//	atlas migrate hash --dir file://migrations
-//
-// The statements are idempotent (CREATE ... IF NOT EXISTS), and they are the
-// statements the lease itself runs on a database without the tables. Code
-// that migrates with ent (Schema.Create, Diff, WriteTo, migrate.NamedDiff)
-// needs none of this: entext registers the tables in migrate.Tables.
+// Deprecated: use "entflake ddl" (github.com/entflake/entflake/cmd/entflake),
+// which prints the same; this command remains so that scripts that call it
+// keep working, and says so on standard error.
 package main
 
 import (
@@ -30,18 +23,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	fmt.Fprintln(stderr, "entflake-ddl is deprecated: use go run github.com/entflake/entflake/cmd/entflake ddl, which prints the same")
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "entflake-ddl: unexpected arguments %q\n", fs.Args())
 		return 2
 	}
-	stmts, err := schema.CreateStatements(*d)
-	if err != nil {
+	if err := schema.WriteDDL(stdout, *d); err != nil {
 		fmt.Fprintf(stderr, "entflake-ddl: -dialect: %v\n", err)
 		return 2
-	}
-	fmt.Fprintln(stdout, "-- entflake: the worker-id counter (shared with the Java allocator it follows) and the worker-id slots.")
-	for _, s := range stmts {
-		fmt.Fprintf(stdout, "%s;\n", s)
 	}
 	return 0
 }

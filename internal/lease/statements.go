@@ -4,10 +4,14 @@ import (
 	"fmt"
 
 	"entgo.io/ent/dialect"
+
+	"github.com/entflake/entflake/schema"
 )
 
 // Every statement the lease sends, for every dialect, is in this file. The
-// tables' DDL is not: it comes from package schema (schema.TableStatements).
+// tables' DDL and the pool row's seed are not: they come from package schema
+// (schema.TableStatements, schema.SeedStatement), which cmd/entflake's ddl
+// prints, so that tables made from its output are the lease's own.
 //
 // Values that come from users (service names, instance tags, layouts) are
 // always bound as parameters. Numbers the lease computes itself (worker ids,
@@ -30,8 +34,12 @@ type sqlText struct {
 	// existing tables: MariaDB and PostgreSQL refuse CREATE TABLE IF NOT
 	// EXISTS without the privilege even when the table is there.
 	exists string
-	// seed puts the counter row ('__global__') in unless it is there.
+	// seed puts the counter row ('__global__') in unless it is there
+	// (schema.SeedStatement).
 	seed string
+	// holders: every slot, by worker id, and the database's clock (see
+	// holdersFormat); for Holders, which the CLI shows.
+	holders string
 	// counter: workers. Moves the '__global__' counter to its next value,
 	// modulo the worker range, in one statement: the only statement that
 	// touches the row every starter shares, so the critical section on it is
@@ -167,6 +175,16 @@ const (
 		"(SELECT COUNT(*) FROM sys_sequence_slot WHERE worker_id = 0)"
 )
 
+// holdersFormat reads every slot with the database's clock (%s), for
+// Holders. The clock is a one-row derived table joined to every slot: each
+// dialect's clock expression is fixed for the duration of one statement
+// (see nowMs), so every row is judged against the same instant, and the
+// LEFT JOIN still returns the clock (with NULL slot columns) when the table
+// is empty. It reads with the session's default isolation and locks
+// nothing: a snapshot for display, which a take may overtake at once.
+const holdersFormat = "SELECT s.worker_id, s.service_name, s.instance, s.fence, s.taken_ms, s.expires_ms, s.promise_ms, s.layout, k.now_ms " +
+	"FROM (SELECT %s AS now_ms) AS k LEFT JOIN sys_sequence_slot AS s ON 1 = 1 ORDER BY s.worker_id"
+
 // MySQL and MariaDB. Tested on MariaDB 10.11; nothing here is missing from
 // MySQL 5.7 or 8.x. No statement needs READ COMMITTED, which the server
 // refuses for writes under binlog_format=STATEMENT (error 1665): each runs
@@ -176,9 +194,7 @@ var mysqlText = sqlText{
 	// information_schema lists only tables the user has some privilege on,
 	// which a user allowed to lease has. DATABASE() is the DSN's database.
 	exists: "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?",
-	// Unlike INSERT IGNORE, a duplicate key is the only error this swallows.
-	seed: "INSERT INTO sys_sequence (service_name, worker_id, instance) VALUES ('__global__', 0, 'pool') " +
-		"ON DUPLICATE KEY UPDATE service_name = service_name",
+	seed:   seed(dialect.MySQL),
 	// LAST_INSERT_ID(expr) returns expr and stores it in the session; the
 	// server also sends it in the statement's OK packet, where
 	// go-sql-driver's Result.LastInsertId reads it: one round trip, no
@@ -199,6 +215,7 @@ var mysqlText = sqlText{
 	candidates: fmt.Sprintf(candidatesFormat, mysqlNowMs),
 	census:     fmt.Sprintf(censusFormat, mysqlNowMs),
 	holder:     fmt.Sprintf(holderFormat, mysqlNowMs),
+	holders:    fmt.Sprintf(holdersFormat, mysqlNowMs),
 	readBack:   readBack,
 	renew:      fmt.Sprintf(renewFormat, mysqlNowMs, "NOW()", "GREATEST"),
 	release:    fmt.Sprintf(releaseFormat, mysqlNowMs, "NOW()"),
@@ -235,8 +252,7 @@ var pgText = sqlText{
 	// to_regclass resolves through search_path and returns NULL, rather than
 	// failing, for a table that is not there; it needs no privilege on it.
 	exists: "SELECT to_regclass($1) IS NOT NULL",
-	seed: "INSERT INTO sys_sequence (service_name, worker_id, instance) VALUES ('__global__', 0, 'pool') " +
-		"ON CONFLICT (service_name) DO NOTHING",
+	seed:   seed(dialect.Postgres),
 	// The row lock serialises starters; RETURNING hands back the new value.
 	// Run on its own it commits at once; under a REPEATABLE READ or
 	// SERIALIZABLE default a concurrent starter's update makes it fail with
@@ -267,6 +283,7 @@ var pgText = sqlText{
 	readBack:   readBack,
 	holder: "SELECT fence, service_name, instance, expires_ms, promise_ms, layout, " + pgNowMs +
 		" FROM sys_sequence_slot WHERE worker_id = $1",
+	holders: fmt.Sprintf(holdersFormat, pgNowMs),
 	renew: "UPDATE sys_sequence_slot SET beats = beats + 1, expires_ms = " + pgNowMs + " + $1, " +
 		"promise_ms = GREATEST(promise_ms, $2), updated_at = CURRENT_TIMESTAMP WHERE worker_id = $3 AND fence = $4 AND instance = $5",
 	release: "UPDATE sys_sequence_slot SET beats = beats + 1, expires_ms = 0, promise_ms = $1, updated_at = CURRENT_TIMESTAMP " +
@@ -292,8 +309,7 @@ const (
 // UPDATE is atomic; its clock is the process's own.
 var sqliteText = sqlText{
 	exists: "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?",
-	seed: "INSERT INTO sys_sequence (service_name, worker_id, instance) VALUES ('__global__', 0, 'pool') " +
-		"ON CONFLICT (service_name) DO NOTHING",
+	seed:   seed(dialect.SQLite),
 	counter: "UPDATE sys_sequence SET worker_id = (worker_id + 1) %% %d, updated_at = CURRENT_TIMESTAMP " +
 		"WHERE service_name = '__global__' RETURNING worker_id",
 	readSlot:   fmt.Sprintf(readSlotFormat, sqliteNowMs, "%[1]d", "'%[2]s'"),
@@ -302,6 +318,7 @@ var sqliteText = sqlText{
 	candidates: fmt.Sprintf(candidatesFormat, sqliteNowMs),
 	census:     fmt.Sprintf(censusFormat, sqliteNowMs),
 	holder:     fmt.Sprintf(holderFormat, sqliteNowMs),
+	holders:    fmt.Sprintf(holdersFormat, sqliteNowMs),
 	readBack:   readBack,
 	// SQLite has no GREATEST; max() with two arguments is its scalar maximum.
 	renew:   fmt.Sprintf(renewFormat, sqliteNowMs, "CURRENT_TIMESTAMP", "max"),
@@ -324,6 +341,15 @@ const (
 	sqliteBusySet  = "PRAGMA busy_timeout = %d"
 	sqliteDatabase = "SELECT file FROM pragma_database_list WHERE name = 'main'"
 )
+
+// seed is schema.SeedStatement of a dialect it knows.
+func seed(d string) string {
+	s, err := schema.SeedStatement(d)
+	if err != nil {
+		panic(err) // only called with the three dialects above
+	}
+	return s
+}
 
 // textFor returns the statements of a dialect that schema.CheckDialect
 // accepted.

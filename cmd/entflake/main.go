@@ -1,0 +1,510 @@
+// Command entflake is entflake's tool for operators:
+//
+//	go run github.com/entflake/entflake/cmd/entflake <command> [flags] [args]
+//
+// Commands:
+//
+//	decode   [-epoch T] [-layout C/W/S] [-json] [ID...]
+//	         takes IDs apart: time (UTC, ms), worker id, sequence, and the
+//	         clock sequence when the layout has one. IDs come from the
+//	         arguments, or one a line from standard input when there are
+//	         none. The epoch (RFC 3339, or Unix milliseconds) and the layout
+//	         default to the library's (entflake.DefaultEpoch,
+//	         entflake.DefaultLayout); both must be those of the generator
+//	         that issued the IDs (a slot's layout column names them).
+//	holders  -dialect D -dsn DSN [-all] [-json] [-timeout 10s]
+//	         shows sys_sequence_slot: who holds which worker id, whether the
+//	         slot is live, expired or released (judged on the database's
+//	         clock), when it expires, and how far its IDs may go. Released
+//	         slots are shown with -all. It only reads.
+//	ddl      -dialect D
+//	         prints the idempotent DDL of entflake's tables and the counter's
+//	         row, for migration files (Atlas versioned migrations).
+//
+// Dialects are ent's: mysql (MySQL, MariaDB), postgres, sqlite3. DSNs are
+// those of go-sql-driver/mysql, pgx (a URL or key=value string) and
+// modernc.org/sqlite (a file path or file: URI; the file must exist).
+//
+// The exit code is 2 for a usage error (a bad flag, dialect, layout or
+// epoch), 1 when the work failed (a bad ID, a database that cannot be
+// reached or lacks the table), 0 otherwise.
+package main
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"entgo.io/ent/dialect"
+	_ "github.com/go-sql-driver/mysql" // registers "mysql"
+	_ "github.com/jackc/pgx/v5/stdlib" // registers "pgx"
+	_ "modernc.org/sqlite"             // registers "sqlite"
+
+	"github.com/entflake/entflake"
+	"github.com/entflake/entflake/internal/lease"
+	"github.com/entflake/entflake/schema"
+)
+
+func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
+
+// Exit codes.
+const (
+	exitOK    = 0
+	exitFail  = 1 // the work failed
+	exitUsage = 2 // the command line is wrong
+)
+
+const usage = `usage: entflake <command> [flags] [args]
+
+commands:
+  decode   [-epoch T] [-layout C/W/S] [-json] [ID...]   take IDs apart (IDs from stdin when none given)
+  holders  -dialect D -dsn DSN [-all] [-json]          show who holds which worker id
+  ddl      -dialect D                                  print the DDL of entflake's tables
+
+dialects: mysql (MySQL, MariaDB), postgres, sqlite3
+"entflake <command> -h" shows a command's flags.
+`
+
+// usageError is a mistake on the command line (exit 2).
+type usageError struct{ error }
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	var err error
+	switch cmd, rest := args[0], args[1:]; cmd {
+	case "decode":
+		err = decode(rest, stdin, stdout, stderr)
+	case "holders":
+		err = holders(rest, stdout, stderr)
+	case "ddl":
+		err = ddl(rest, stdout, stderr)
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	default:
+		fmt.Fprintf(stderr, "entflake: unknown command %q\n%s", cmd, usage)
+		return exitUsage
+	}
+	var ue usageError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, flag.ErrHelp):
+		return exitOK
+	case errors.Is(err, errFlags): // the flag package has said why
+		return exitUsage
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "entflake %s: %v\n", args[0], err)
+		return exitUsage
+	}
+	fmt.Fprintf(stderr, "entflake %s: %v\n", args[0], err)
+	return exitFail
+}
+
+// errFlags: the flag package rejected the arguments and printed why.
+var errFlags = errors.New("bad flags")
+
+func parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return errFlags
+	}
+	return nil
+}
+
+func usagef(format string, args ...any) error {
+	return usageError{fmt.Errorf(format, args...)}
+}
+
+// dialectFlag checks -dialect.
+func dialectFlag(d string) error {
+	if err := schema.CheckDialect(d); err != nil {
+		return usagef("-dialect: %w", err)
+	}
+	return nil
+}
+
+// ---- ddl
+
+func ddl(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("entflake ddl", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	d := fs.String("dialect", "", "mysql (MySQL, MariaDB), postgres or sqlite3")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected arguments %q", fs.Args())
+	}
+	if err := dialectFlag(*d); err != nil {
+		return err
+	}
+	return schema.WriteDDL(stdout, *d)
+}
+
+// ---- decode
+
+// futureMargin is how far after now an ID's time may be before decode
+// calls it a mistake: a generator issues ahead of its clock only by its
+// burst lead, far less than this, so a time further ahead means the epoch or
+// the layout is not the issuer's.
+const futureMargin = 24 * time.Hour
+
+// decoded is one ID taken apart, as -json writes it. The ID is a string,
+// which JSON readers that hold numbers as doubles keep exact.
+type decoded struct {
+	ID       string `json:"id"`
+	Time     string `json:"time"`
+	WorkerID int64  `json:"worker_id"`
+	Sequence int64  `json:"sequence"`
+	ClockSeq *int64 `json:"clock_seq,omitempty"`
+}
+
+func decode(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("entflake decode", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	epochFlag := fs.String("epoch", entflake.DefaultEpoch.Format(time.RFC3339),
+		"the issuer's epoch: RFC 3339 (2024-01-01T00:00:00Z) or Unix milliseconds")
+	def := entflake.DefaultLayout
+	layoutFlag := fs.String("layout", fmt.Sprintf("%d/%d/%d", def.ClockSeqBits, def.WorkerBits, def.SequenceBits),
+		"the issuer's layout: clock-sequence/worker/sequence bits, adding up to 22")
+	asJSON := fs.Bool("json", false, "one JSON object a line instead of a table")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	epoch, err := parseEpoch(*epochFlag)
+	if err != nil {
+		return usagef("-epoch %q: %w", *epochFlag, err)
+	}
+	layout, err := parseLayout(*layoutFlag)
+	if err != nil {
+		return usagef("-layout %q: %w", *layoutFlag, err)
+	}
+
+	var out func(decoded) error
+	var flush func() error
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		out, flush = func(d decoded) error { return enc.Encode(d) }, func() error { return nil }
+	} else {
+		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+		head := "ID\tTIME (UTC)\tWORKER\tSEQUENCE"
+		if layout.ClockSeqBits > 0 {
+			head += "\tCLOCK SEQ"
+		}
+		headed := false // no header over an empty table
+		out = func(d decoded) error {
+			if !headed {
+				headed = true
+				fmt.Fprintln(tw, head)
+			}
+			line := fmt.Sprintf("%s\t%s\t%d\t%d", d.ID, d.Time, d.WorkerID, d.Sequence)
+			if d.ClockSeq != nil {
+				line += fmt.Sprintf("\t%d", *d.ClockSeq)
+			}
+			_, err := fmt.Fprintln(tw, line)
+			return err
+		}
+		flush = tw.Flush
+	}
+
+	// Every ID is tried; each bad one is named on stderr, and the command
+	// fails at the end if any was bad.
+	var bad int
+	one := func(s string) error {
+		d, err := decodeOne(s, layout, epoch)
+		if err != nil {
+			bad++
+			fmt.Fprintf(stderr, "entflake decode: %v\n", err)
+			return nil
+		}
+		return out(d)
+	}
+	if fs.NArg() > 0 {
+		for _, a := range fs.Args() {
+			if err := one(a); err != nil {
+				return err
+			}
+		}
+	} else {
+		sc := bufio.NewScanner(stdin)
+		for sc.Scan() {
+			if s := strings.TrimSpace(sc.Text()); s != "" {
+				if err := one(s); err != nil {
+					return err
+				}
+			}
+		}
+		if err := sc.Err(); err != nil {
+			return fmt.Errorf("read standard input: %w", err)
+		}
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	if bad > 0 {
+		return fmt.Errorf("%d of the IDs could not be decoded", bad)
+	}
+	return nil
+}
+
+func decodeOne(s string, layout entflake.Layout, epoch time.Time) (decoded, error) {
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		var ne *strconv.NumError
+		if errors.As(err, &ne) && errors.Is(ne.Err, strconv.ErrRange) {
+			return decoded{}, fmt.Errorf("ID %q: out of range: an ID is at most %d", s, int64(1<<63-1))
+		}
+		return decoded{}, fmt.Errorf("ID %q: not a decimal integer", s)
+	}
+	if id == 0 {
+		return decoded{}, fmt.Errorf("ID %q: zero is no generated ID (an unset field?)", s)
+	}
+	p, err := entflake.Decode(id, layout, epoch)
+	if err != nil {
+		return decoded{}, fmt.Errorf("ID %q: %w", s, err)
+	}
+	if ahead := time.Until(p.Time); ahead > futureMargin {
+		return decoded{}, fmt.Errorf("ID %q: its time %s is %s in the future: not the issuer's -epoch or -layout?",
+			s, p.Time.Format(millisUTC), ahead.Round(time.Hour))
+	}
+	d := decoded{ID: s, Time: p.Time.Format(millisUTC), WorkerID: p.WorkerID, Sequence: p.Sequence}
+	if layout.ClockSeqBits > 0 {
+		d.ClockSeq = &p.ClockSeq
+	}
+	return d, nil
+}
+
+// millisUTC formats a time to the millisecond in UTC, as the library logs it.
+const millisUTC = "2006-01-02T15:04:05.000Z"
+
+// parseEpoch reads an epoch: RFC 3339, or Unix milliseconds.
+func parseEpoch(s string) (time.Time, error) {
+	var t time.Time
+	if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
+		t = time.UnixMilli(ms).UTC()
+	} else if t, err = time.Parse(time.RFC3339Nano, s); err != nil {
+		return time.Time{}, fmt.Errorf("%w: want RFC 3339 (2024-01-01T00:00:00Z) or Unix milliseconds", entflake.ErrInvalidEpoch)
+	}
+	switch {
+	case t.UnixMilli() < 0:
+		return time.Time{}, fmt.Errorf("%w: %s is before 1970", entflake.ErrInvalidEpoch, t.Format(time.RFC3339))
+	case t.After(time.Now()):
+		return time.Time{}, fmt.Errorf("%w: %s is in the future", entflake.ErrInvalidEpoch, t.Format(time.RFC3339))
+	}
+	return t, nil
+}
+
+// parseLayout reads "c/w/s" and checks it with the library's own rule.
+func parseLayout(s string) (entflake.Layout, error) {
+	parts := strings.Split(s, "/")
+	if len(parts) != 3 {
+		return entflake.Layout{}, fmt.Errorf("%w: want clock-sequence/worker/sequence bits, such as 0/10/12",
+			entflake.ErrInvalidLayout)
+	}
+	var n [3]int
+	for i, p := range parts {
+		v, err := strconv.Atoi(p)
+		if err != nil {
+			return entflake.Layout{}, fmt.Errorf("%w: %q is not a number of bits", entflake.ErrInvalidLayout, p)
+		}
+		n[i] = v
+	}
+	l := entflake.Layout{ClockSeqBits: n[0], WorkerBits: n[1], SequenceBits: n[2]}
+	return l, l.Validate()
+}
+
+// ---- holders
+
+// holderJSON is one slot as holders -json writes it.
+type holderJSON struct {
+	WorkerID  int64  `json:"worker_id"`
+	Service   string `json:"service"`
+	Instance  string `json:"instance"`
+	State     string `json:"state"`
+	ExpiresMs int64  `json:"expires_ms"`
+	ExpiresIn string `json:"expires_in,omitempty"`
+	PromiseMs int64  `json:"promise_ms"`
+	Fence     int64  `json:"fence"`
+	Layout    string `json:"layout"`
+	TakenAt   string `json:"taken_at"`
+}
+
+func holders(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("entflake holders", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	d := fs.String("dialect", "", "mysql (MySQL, MariaDB), postgres or sqlite3")
+	dsn := fs.String("dsn", "", "the database: a go-sql-driver/mysql DSN, a pgx URL, or a SQLite file")
+	all := fs.Bool("all", false, "show released slots too")
+	asJSON := fs.Bool("json", false, "one JSON object a line instead of a table")
+	timeout := fs.Duration("timeout", 10*time.Second, "bound on connecting and reading")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected arguments %q", fs.Args())
+	}
+	if err := dialectFlag(*d); err != nil {
+		return err
+	}
+	if *dsn == "" {
+		return usagef("-dsn is required")
+	}
+	if *timeout <= 0 {
+		return usagef("-timeout %v: must be positive", *timeout)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	db, err := open(ctx, *d, *dsn)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	now, hs, err := lease.Holders(ctx, db, *d)
+	if errors.Is(err, lease.ErrNoSlotTable) {
+		return fmt.Errorf("%w: no instance has leased from this database yet, or it is the wrong database", err)
+	}
+	if err != nil {
+		return fmt.Errorf("read the slots: %w", err)
+	}
+
+	count := map[string]int{}
+	var shown []lease.Holder
+	for _, h := range hs {
+		count[h.State(now)]++
+		if *all || h.State(now) != lease.StateReleased {
+			shown = append(shown, h)
+		}
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		for _, h := range shown {
+			j := holderJSON{WorkerID: h.WorkerID, Service: h.Service, Instance: h.Instance, State: h.State(now),
+				ExpiresMs: h.ExpiresMs, PromiseMs: h.PromiseMs, Fence: h.Fence, Layout: h.Layout, TakenAt: msTime(h.TakenMs)}
+			if e := expiresIn(h, now); e != "-" {
+				j.ExpiresIn = e
+			}
+			if err := enc.Encode(j); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "WORKER\tSERVICE\tINSTANCE\tSTATE\tEXPIRES IN\tIDS UP TO\tFENCE\tLAYOUT\tTAKEN AT")
+	for _, h := range shown {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", h.WorkerID, dash(h.Service), dash(h.Instance),
+			h.State(now), expiresIn(h, now), idsUpTo(h), h.Fence, dash(h.Layout), msTime(h.TakenMs))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	hidden := ""
+	if !*all && count[lease.StateReleased] > 0 {
+		hidden = " (not shown; -all shows them)"
+	}
+	_, err = fmt.Fprintf(stdout, "\n%d slots: %d live, %d expired, %d released%s. Database clock %s.\n",
+		len(hs), count[lease.StateLive], count[lease.StateExpired], count[lease.StateReleased], hidden, msTime(now))
+	return err
+}
+
+// idsUpTo shows how far a slot's IDs went: its promise as a time, or
+// "none" when the promise is not above the epoch its layout names (a holder
+// that issued nothing releases with its epoch as the promise).
+func idsUpTo(h lease.Holder) string {
+	if _, epoch, ok := strings.Cut(h.Layout, " "); ok {
+		if t, err := time.Parse(time.RFC3339Nano, epoch); err == nil && h.PromiseMs <= t.UnixMilli() {
+			return "none"
+		}
+	}
+	return msTime(h.PromiseMs)
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// msTime shows a Unix-ms column: a time, "never" for the far value of a
+// slot without expiry or limit, "-" for 0.
+func msTime(ms int64) string {
+	switch {
+	case ms == 0:
+		return "-"
+	case lease.Forever(ms):
+		return "never"
+	}
+	return time.UnixMilli(ms).UTC().Format(millisUTC)
+}
+
+// expiresIn is how long a live slot stays live, to the second (rounded up,
+// so that a live slot never shows 0s); "-" for the others.
+func expiresIn(h lease.Holder, now int64) string {
+	switch {
+	case h.State(now) != lease.StateLive:
+		return "-"
+	case lease.Forever(h.ExpiresMs):
+		return "never"
+	}
+	left := time.Duration(h.ExpiresMs-now) * time.Millisecond
+	return (left + time.Second - 1).Truncate(time.Second).String()
+}
+
+// drivers maps ent's dialect names to the database/sql drivers the library's
+// tests use.
+var drivers = map[string]string{dialect.MySQL: "mysql", dialect.Postgres: "pgx", dialect.SQLite: "sqlite"}
+
+// open connects to the database and checks that it answers. Errors name
+// the driver and say what was tried, never the DSN itself (it may hold a
+// password).
+func open(ctx context.Context, d, dsn string) (*sql.DB, error) {
+	drv := drivers[d]
+	if d == dialect.SQLite {
+		// Opening a file that is not there would create an empty database.
+		path := sqlitePath(dsn)
+		if _, err := os.Stat(path); err != nil {
+			return nil, fmt.Errorf("-dsn: no SQLite database file %q: %w", path, err)
+		}
+	}
+	db, err := sql.Open(drv, dsn)
+	if err != nil {
+		return nil, fmt.Errorf("-dsn: not a DSN the %s driver accepts: %w", drv, err)
+	}
+	db.SetMaxOpenConns(1)
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("connect to the %s database of -dsn (driver %s): %w", d, drv, err)
+	}
+	return db, nil
+}
+
+// sqlitePath is the file a modernc.org/sqlite DSN names: the DSN itself, or
+// the path of a file: URI without its query.
+func sqlitePath(dsn string) string {
+	p, _, _ := strings.Cut(dsn, "?")
+	if rest, ok := strings.CutPrefix(p, "file:"); ok {
+		if u, err := url.PathUnescape(rest); err == nil {
+			return u
+		}
+		return rest
+	}
+	return p
+}

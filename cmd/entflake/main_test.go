@@ -1,0 +1,353 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"entgo.io/ent/dialect"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/entflake/entflake"
+	"github.com/entflake/entflake/internal/dbtest"
+	"github.com/entflake/entflake/schema"
+)
+
+// cli runs the command in-process and returns its exit code and output.
+func cli(stdin string, args ...string) (code int, stdout, stderr string) {
+	var out, errs bytes.Buffer
+	code = run(args, strings.NewReader(stdin), &out, &errs)
+	return code, out.String(), errs.String()
+}
+
+// records is a slog handler that keeps every record.
+type records struct {
+	mu   sync.Mutex
+	recs []slog.Record
+}
+
+func (r *records) Enabled(context.Context, slog.Level) bool { return true }
+func (r *records) Handle(_ context.Context, rec slog.Record) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.recs = append(r.recs, rec)
+	return nil
+}
+func (r *records) WithAttrs([]slog.Attr) slog.Handler { return r }
+func (r *records) WithGroup(string) slog.Handler      { return r }
+
+func (r *records) messages(min slog.Level) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, rec := range r.recs {
+		if rec.Level >= min {
+			out = append(out, rec.Level.String()+" "+rec.Message)
+		}
+	}
+	return out
+}
+
+// openGen opens a generator on db that leases a worker id, logging into recs.
+func openGen(t *testing.T, b dbtest.Backend, db *dbtest.DB, recs *records, opts ...entflake.Option) *entflake.Generator {
+	t.Helper()
+	if recs == nil {
+		recs = &records{}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	g, err := entflake.OpenDB(ctx, db.Open(t), b.Dialect,
+		append([]entflake.Option{entflake.WithService("billing"), entflake.WithLogger(slog.New(recs)),
+			entflake.WithRequireLease()}, opts...)...)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = g.Close() })
+	require.Equal(t, entflake.SourceLease, g.Source())
+	return g
+}
+
+// apply runs the statements of a ddl output on db.
+func apply(t *testing.T, db *dbtest.DB, ddl string) {
+	t.Helper()
+	for _, line := range strings.Split(strings.TrimSpace(ddl), "\n") {
+		if strings.HasPrefix(line, "--") {
+			continue
+		}
+		require.True(t, strings.HasSuffix(line, ";"), line)
+		_, err := db.Exec(strings.TrimSuffix(line, ";"))
+		require.NoError(t, err, line)
+	}
+}
+
+// TestDDLStartsQuietly: a database made from the ddl output (applied
+// twice: it is idempotent) is one the lease starts on without a WARN and
+// without restoring the counter row or creating a table; the same tables
+// without the seed row (the old output) make the first start restore the
+// row, which is what the seed is for.
+func TestDDLStartsQuietly(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		code, out, errs := cli("", "ddl", "-dialect", b.Dialect)
+		require.Equal(t, 0, code, errs)
+		assert.Empty(t, errs)
+		assert.True(t, strings.HasPrefix(out, "-- entflake"))
+		seed, err := schema.SeedStatement(b.Dialect)
+		require.NoError(t, err)
+		assert.Contains(t, out, seed+";\n")
+
+		db := b.Fresh(t)
+		apply(t, db, out)
+		apply(t, db, out)
+		recs := &records{}
+		g := openGen(t, b, db, recs)
+		_, err = g.NextID()
+		require.NoError(t, err)
+		assert.Empty(t, recs.messages(slog.LevelWarn), "no WARN on a database made from the ddl output")
+		for _, m := range recs.messages(slog.LevelDebug) {
+			assert.NotContains(t, m, "counter row", "the pool row was there")
+			assert.NotContains(t, m, "created", "the tables were there")
+		}
+		assert.Contains(t, recs.messages(slog.LevelInfo), "INFO entflake: worker id leased")
+
+		// The control: without the seed, the first start restores the row.
+		bare := b.Fresh(t)
+		stmts, err := schema.CreateStatements(b.Dialect)
+		require.NoError(t, err)
+		for _, s := range stmts {
+			_, err := bare.Exec(s)
+			require.NoError(t, err)
+		}
+		recs = &records{}
+		openGen(t, b, bare, recs)
+		assert.Contains(t, recs.messages(slog.LevelInfo), "INFO entflake: counter row restored")
+	})
+}
+
+// holderRow is one line of holders -json.
+type holderRow struct {
+	WorkerID  int64  `json:"worker_id"`
+	Service   string `json:"service"`
+	Instance  string `json:"instance"`
+	State     string `json:"state"`
+	ExpiresIn string `json:"expires_in"`
+	PromiseMs int64  `json:"promise_ms"`
+	Fence     int64  `json:"fence"`
+	Layout    string `json:"layout"`
+	TakenAt   string `json:"taken_at"`
+}
+
+func jsonLines[T any](t *testing.T, out string) []T {
+	t.Helper()
+	var rows []T
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		var r T
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &r), sc.Text())
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+// TestHolders: a live holder, one released by Close and one expired (its
+// expiry moved into the past by hand, as a crashed holder leaves it) show
+// with their states; released slots only with -all.
+func TestHolders(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		db := b.Fresh(t)
+		live := openGen(t, b, db, nil)
+		released := openGen(t, b, db, nil)
+		require.NoError(t, released.Close())
+		expired := openGen(t, b, db, nil, entflake.WithService("reports"))
+		require.NoError(t, expired.Close())
+		_, err := db.Exec(dbtest.Rebind(b.Dialect, "UPDATE sys_sequence_slot SET expires_ms = ? WHERE worker_id = ?"),
+			time.Now().Add(-time.Minute).UnixMilli(), expired.WorkerID())
+		require.NoError(t, err)
+
+		code, out, errs := cli("", "holders", "-dialect", b.Dialect, "-dsn", db.DSN, "-json", "-all")
+		require.Equal(t, 0, code, errs)
+		rows := jsonLines[holderRow](t, out)
+		require.Len(t, rows, 3)
+		byWorker := map[int64]holderRow{}
+		for _, r := range rows {
+			byWorker[r.WorkerID] = r
+		}
+		l := byWorker[live.WorkerID()]
+		assert.Equal(t, "live", l.State)
+		assert.Equal(t, "billing", l.Service)
+		assert.Equal(t, live.Instance(), l.Instance)
+		assert.Equal(t, "0/10/12 2024-01-01T00:00:00.000Z", l.Layout)
+		d, err := time.ParseDuration(l.ExpiresIn)
+		require.NoError(t, err, l.ExpiresIn)
+		assert.Positive(t, d)
+		assert.Greater(t, l.PromiseMs, time.Now().Add(-time.Minute).UnixMilli(), "how far its IDs may go")
+		taken, err := time.Parse(time.RFC3339, l.TakenAt)
+		require.NoError(t, err)
+		assert.WithinDuration(t, time.Now(), taken, time.Minute)
+		assert.Equal(t, "released", byWorker[released.WorkerID()].State)
+		assert.Empty(t, byWorker[released.WorkerID()].ExpiresIn)
+		assert.Equal(t, "expired", byWorker[expired.WorkerID()].State)
+		assert.Equal(t, "reports", byWorker[expired.WorkerID()].Service)
+
+		// The table, without -all: the released slot is counted, not shown.
+		code, out, errs = cli("", "holders", "-dialect", b.Dialect, "-dsn", db.DSN)
+		require.Equal(t, 0, code, errs)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		require.Len(t, lines, 5, out) // header, 2 slots, blank, summary
+		assert.Regexp(t, `^WORKER\s+SERVICE\s+INSTANCE\s+STATE\s+EXPIRES IN\s+IDS UP TO\s+FENCE\s+LAYOUT\s+TAKEN AT$`, lines[0])
+		states := map[string]string{}
+		for _, line := range lines[1:3] {
+			f := strings.Fields(line)
+			require.Len(t, f, 10, line) // the layout holds a space
+			states[f[0]] = f[3]
+			upTo := f[5]
+			if f[3] == "expired" {
+				assert.Equal(t, "none", upTo, "it issued no ID: %s", line)
+			} else {
+				_, err := time.Parse(time.RFC3339, upTo)
+				assert.NoError(t, err, line)
+			}
+		}
+		assert.Equal(t, map[string]string{
+			strconv.FormatInt(live.WorkerID(), 10):    "live",
+			strconv.FormatInt(expired.WorkerID(), 10): "expired",
+		}, states)
+		// Columns are aligned: every row's STATE starts where its header does.
+		col := strings.Index(lines[0], "STATE")
+		for _, line := range lines[1:3] {
+			assert.Contains(t, []string{"live", "expired"}, strings.Fields(line[col:])[0], line)
+		}
+		assert.Contains(t, lines[4], "3 slots: 1 live, 1 expired, 1 released (not shown; -all shows them)")
+	})
+}
+
+// TestDecodeRoundTrip: IDs of a generator with its own layout and epoch
+// decode, from the arguments and from standard input, to what the
+// generator says they are.
+func TestDecodeRoundTrip(t *testing.T) {
+	layout := entflake.Layout{ClockSeqBits: 2, WorkerBits: 8, SequenceBits: 12}
+	epoch := time.Date(2020, 3, 1, 0, 0, 0, 0, time.UTC)
+	g, err := entflake.New(201, entflake.WithLayout(layout), entflake.WithEpoch(epoch))
+	require.NoError(t, err)
+	ids := make([]int64, 50)
+	require.NoError(t, g.NextIDs(ids))
+	var args, stdin []string
+	for _, id := range ids {
+		args = append(args, strconv.FormatInt(id, 10))
+		stdin = append(stdin, "  "+strconv.FormatInt(id, 10)+" ", "")
+	}
+	for _, epochFlag := range []string{"2020-03-01T00:00:00Z", strconv.FormatInt(epoch.UnixMilli(), 10)} {
+		flags := []string{"decode", "-json", "-layout", "2/8/12", "-epoch", epochFlag}
+		for name, c := range map[string]struct {
+			args  []string
+			stdin string
+		}{"args": {append(flags, args...), ""}, "stdin": {flags, strings.Join(stdin, "\n")}} {
+			code, out, errs := cli(c.stdin, c.args...)
+			require.Equal(t, 0, code, errs)
+			rows := jsonLines[decoded](t, out)
+			require.Len(t, rows, len(ids), name)
+			for i, r := range rows {
+				p, err := g.Decode(ids[i])
+				require.NoError(t, err)
+				assert.Equal(t, args[i], r.ID)
+				assert.Equal(t, p.Time.Format(millisUTC), r.Time)
+				assert.Equal(t, int64(201), r.WorkerID)
+				assert.Equal(t, p.Sequence, r.Sequence)
+				require.NotNil(t, r.ClockSeq)
+				assert.Equal(t, p.ClockSeq, *r.ClockSeq)
+			}
+		}
+	}
+	// The table, with the library's defaults.
+	def, err := entflake.New(7)
+	require.NoError(t, err)
+	id, err := def.NextID()
+	require.NoError(t, err)
+	p, err := def.Decode(id)
+	require.NoError(t, err)
+	code, out, errs := cli("", "decode", strconv.FormatInt(id, 10))
+	require.Equal(t, 0, code, errs)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 2)
+	assert.Regexp(t, `^ID\s+TIME \(UTC\)\s+WORKER\s+SEQUENCE$`, lines[0])
+	assert.Equal(t, []string{strconv.FormatInt(id, 10), p.Time.Format(millisUTC), "7", strconv.FormatInt(p.Sequence, 10)},
+		strings.Fields(lines[1]))
+}
+
+// TestBadInput: every mistake exits 2 (the command line) or 1 (the work),
+// with a message naming it; nothing panics, and no DSN password is echoed.
+func TestBadInput(t *testing.T) {
+	sqlite := dbtest.SQLite(t) // an empty database file
+	future := strconv.FormatInt(int64(1)<<62, 10)
+	cases := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{nil, 2, "usage: entflake <command>"},
+		{[]string{"frob"}, 2, `unknown command "frob"`},
+		{[]string{"decode", "-layout", "0/10"}, 2, `-layout "0/10": invalid ID layout: want clock-sequence/worker/sequence bits`},
+		{[]string{"decode", "-layout", "0/x/12"}, 2, `"x" is not a number of bits`},
+		{[]string{"decode", "-layout", "0/10/13"}, 2, "= 23, want 22"},
+		{[]string{"decode", "-epoch", "yesterday"}, 2, `-epoch "yesterday": invalid epoch: want RFC 3339`},
+		{[]string{"decode", "-epoch", "-5"}, 2, "before 1970"},
+		{[]string{"decode", "-epoch", "2999-01-01T00:00:00Z"}, 2, "in the future"},
+		{[]string{"decode", "-5"}, 2, "flag provided but not defined: -5"},
+		{[]string{"decode", "--", "-5"}, 1, `ID "-5": invalid ID: -5 is negative`},
+		{[]string{"decode", "12x"}, 1, `ID "12x": not a decimal integer`},
+		{[]string{"decode", "99999999999999999999"}, 1, `ID "99999999999999999999": out of range`},
+		{[]string{"decode", "0"}, 1, `ID "0": zero is no generated ID`},
+		{[]string{"decode", future}, 1, `ID "` + future + `": its time`},
+		{[]string{"holders"}, 2, `-dialect: unknown dialect ""`},
+		{[]string{"holders", "-dialect", "oracle", "-dsn", "x"}, 2, `unknown dialect "oracle": want "mysql"`},
+		{[]string{"holders", "-dialect", dialect.MySQL}, 2, "-dsn is required"},
+		{[]string{"holders", "-dialect", dialect.MySQL, "-dsn", "x", "-timeout", "0s"}, 2, "-timeout 0s: must be positive"},
+		{[]string{"holders", "-dialect", dialect.MySQL, "-dsn", "x", "extra"}, 2, "unexpected arguments"},
+		{[]string{"holders", "-dialect", dialect.MySQL, "-dsn", "no/such dsn"}, 1, "-dsn: not a DSN the mysql driver accepts"},
+		{[]string{"holders", "-dialect", dialect.MySQL, "-dsn", "root:s3cret@tcp(" + dbtest.ClosedPort(t) + ")/x"}, 1,
+			"connect to the mysql database of -dsn (driver mysql)"},
+		{[]string{"holders", "-dialect", dialect.Postgres, "-dsn", "postgres://root:s3cret@" + dbtest.ClosedPort(t) + "/x"}, 1,
+			"connect to the postgres database of -dsn (driver pgx)"},
+		{[]string{"holders", "-dialect", dialect.Postgres, "-dsn", "postgres://root:s3cret@%zz/x"}, 1, "-dsn"},
+		{[]string{"holders", "-dialect", dialect.SQLite, "-dsn", "file:" + t.TempDir() + "/none.db?_pragma=busy_timeout(1)"}, 1,
+			"no SQLite database file"},
+		{[]string{"holders", "-dialect", dialect.SQLite, "-dsn", sqlite.DSN}, 1,
+			"no sys_sequence_slot table in this database: no instance has leased from this database yet, or it is the wrong database"},
+		{[]string{"ddl", "-dialect", "oracle"}, 2, `unknown dialect "oracle"`},
+		{[]string{"ddl", "-dialect", dialect.MySQL, "extra"}, 2, "unexpected arguments"},
+		{[]string{"ddl", "-nope"}, 2, "flag provided but not defined"},
+	}
+	for _, c := range cases {
+		code, out, errs := cli("", c.args...)
+		assert.Equal(t, c.code, code, "%q: %s", c.args, errs)
+		assert.Contains(t, errs, c.want, "%q", c.args)
+		assert.NotContains(t, errs, "s3cret", "%q", c.args)
+		assert.NotContains(t, errs, "panic", "%q", c.args)
+		assert.Empty(t, out, "%q: no output, not even a table's header", c.args)
+	}
+	// Good IDs among bad ones are still decoded.
+	code, out, errs := cli("1\nabc\n", "decode")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, out, "2024-01-01T00:00:00.000Z")
+	assert.Contains(t, errs, `ID "abc"`)
+	assert.Contains(t, errs, "1 of the IDs could not be decoded")
+}
+
+// TestHoldersEmpty: holders reads databases that
+// have the tables but no slot, and says so.
+func TestHoldersEmpty(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		db := b.Fresh(t)
+		code, out, errs := cli("", "ddl", "-dialect", b.Dialect)
+		require.Equal(t, 0, code, errs)
+		apply(t, db, out)
+		code, out, errs = cli("", "holders", "-dialect", b.Dialect, "-dsn", db.DSN)
+		require.Equal(t, 0, code, errs)
+		assert.Contains(t, out, "0 slots: 0 live, 0 expired, 0 released. Database clock ")
+	})
+}

@@ -1,0 +1,103 @@
+package lease
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/entflake/entflake/schema"
+)
+
+// ErrNoSlotTable is returned by Holders when the database has no
+// sys_sequence_slot table: no instance has leased from it yet, or it is not
+// the database the services lease from.
+var ErrNoSlotTable = errors.New("no " + schema.SlotTableName + " table in this database")
+
+// Holder is one row of sys_sequence_slot, as Holders reads it.
+type Holder struct {
+	// WorkerID is the slot's worker id.
+	WorkerID int64
+	// Service, Instance and Layout are the last holder's (empty if NULL).
+	Service, Instance, Layout string
+	// Fence counts the takes of the slot.
+	Fence int64
+	// TakenMs is the database's clock at the last take, Unix ms.
+	TakenMs int64
+	// ExpiresMs is the database's clock, Unix ms, after which the slot is
+	// free; 0 when it was released.
+	ExpiresMs int64
+	// PromiseMs is the highest ID time, Unix ms, its holder may issue: how
+	// far its IDs went, at most.
+	PromiseMs int64
+}
+
+// Holder states, as State names them.
+const (
+	// StateLive: the slot is held (its expiry has not passed on the
+	// database's clock).
+	StateLive = "live"
+	// StateExpired: its holder stopped renewing without releasing it
+	// (crashed, or cut off); the next take may claim it.
+	StateExpired = "expired"
+	// StateReleased: its holder gave it back (expires_ms 0).
+	StateReleased = "released"
+)
+
+// State is the slot's state at the database time nowMs, by the rule the
+// lease's take applies (a slot is free once expires_ms < now).
+func (h Holder) State(nowMs int64) string {
+	switch {
+	case h.ExpiresMs == 0:
+		return StateReleased
+	case h.ExpiresMs >= nowMs:
+		return StateLive
+	}
+	return StateExpired
+}
+
+// Forever reports whether a millisecond value stands for "no expiry" or "no
+// limit" (a slot of an in-memory SQLite database).
+func Forever(ms int64) bool { return ms >= foreverMs }
+
+// Holders reads every slot of sys_sequence_slot, by worker id, with the
+// database's clock (Unix ms) read in the same statement, which is what
+// State compares expiries with. It returns ErrNoSlotTable when the table is
+// not there. It writes nothing.
+func Holders(ctx context.Context, db *sql.DB, dialect string) (nowMs int64, hs []Holder, err error) {
+	if err := schema.CheckDialect(dialect); err != nil {
+		return 0, nil, err
+	}
+	q := textFor(dialect)
+	var exists bool
+	if err := db.QueryRowContext(ctx, q.exists, schema.SlotTableName).Scan(&exists); err != nil {
+		return 0, nil, fmt.Errorf("look for table %s: %w", schema.SlotTableName, err)
+	}
+	if !exists {
+		return 0, nil, ErrNoSlotTable
+	}
+	rows, err := db.QueryContext(ctx, q.holders)
+	if err != nil {
+		return 0, nil, fmt.Errorf("read %s: %w", schema.SlotTableName, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			id                          sql.NullInt64
+			service, instance, layout   sql.NullString
+			fence, taken, expires, prom sql.NullInt64
+		)
+		if err := rows.Scan(&id, &service, &instance, &fence, &taken, &expires, &prom, &layout, &nowMs); err != nil {
+			return 0, nil, fmt.Errorf("read %s: %w", schema.SlotTableName, err)
+		}
+		if !id.Valid { // the clock's row of an empty table
+			continue
+		}
+		hs = append(hs, Holder{WorkerID: id.Int64, Service: service.String, Instance: instance.String,
+			Layout: layout.String, Fence: fence.Int64, TakenMs: taken.Int64, ExpiresMs: expires.Int64, PromiseMs: prom.Int64})
+	}
+	if err := rows.Err(); err != nil {
+		return 0, nil, fmt.Errorf("read %s: %w", schema.SlotTableName, err)
+	}
+	return nowMs, hs, nil
+}
