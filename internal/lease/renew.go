@@ -41,7 +41,11 @@ func (r Request) Holding(s Slot) Holding {
 // connection held by a long transaction delays it, without a connection
 // being kept from the application. A transaction refused for a conflict
 // (a deadlock, a serialization failure, at the UPDATE or at COMMIT) runs
-// again, from its beginning, until ctx's deadline.
+// again, from its beginning, until ctx's deadline. An engine may run it
+// SERIALIZABLE whatever was asked (CockroachDB does when its cluster
+// setting sql.txn.read_committed_isolation.enabled is false): then a
+// concurrent take makes it fail with 40001, and the next try finds the new
+// fence (ErrLost).
 func Renew(ctx context.Context, h Holding, ttlMs, promiseMs int64) error {
 	return h.write(ctx, "renew", textFor(h.Dialect).renew, ttlMs, promiseMs, h.WorkerID, h.Fence, h.Instance)
 }
