@@ -245,11 +245,15 @@ func Take(ctx context.Context, r Request) (Slot, error) {
 	for attempt := 0; ; attempt++ {
 		slot, err := s.take(ctx)
 		if err != nil && missingTable(err) && attempt == 0 {
-			if created, err = s.ensure(ctx); err == nil {
+			if created, err = s.ensureRetried(ctx); err == nil {
 				continue
 			}
 		}
 		if err != nil {
+			if !retryable(err) {
+				// The deadline may have passed in the try after a conflict.
+				err = afterConflicts(ctx, err, s.conflicts, s.lastConflict)
+			}
 			return Slot{}, fmt.Errorf("lease from %s (%s): %w", schema.SlotTableName, r.Dialect, err)
 		}
 		slot.Created, slot.Reseeded, slot.Instance = created, s.reseeded, r.Instance
@@ -309,7 +313,7 @@ func takeForLife(ctx context.Context, r *Request) (l Lease, err error) {
 			return err
 		})
 		if err != nil && missingTable(err) && attempt == 0 {
-			if l.Created, err = s.ensure(ctx); err == nil {
+			if l.Created, err = s.ensureRetried(ctx); err == nil {
 				continue
 			}
 		}

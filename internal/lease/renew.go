@@ -39,7 +39,13 @@ func (r Request) Holding(s Slot) Holding {
 // with a serialization error rather than find the new fence). It takes a
 // connection from the pool for its own duration only, so a pool of one
 // connection held by a long transaction delays it, without a connection
-// being kept from the application.
+// being kept from the application. A transaction refused for a conflict
+// (a deadlock, a serialization failure, at the UPDATE or at COMMIT) runs
+// again, from its beginning, until ctx's deadline. An engine may run it
+// SERIALIZABLE whatever was asked (CockroachDB does when its cluster
+// setting sql.txn.read_committed_isolation.enabled is false): then a
+// concurrent take makes it fail with 40001, and the next try finds the new
+// fence (ErrLost).
 func Renew(ctx context.Context, h Holding, ttlMs, promiseMs int64) error {
 	return h.write(ctx, "renew", textFor(h.Dialect).renew, ttlMs, promiseMs, h.WorkerID, h.Fence, h.Instance)
 }
@@ -51,7 +57,21 @@ func Release(ctx context.Context, h Holding, lastMs int64) error {
 	return h.write(ctx, "release", textFor(h.Dialect).release, lastMs, h.WorkerID, h.Fence, h.Instance)
 }
 
+// write runs stmt in a transaction of its own, and runs the whole
+// transaction again after a conflict, as long as the context's deadline
+// allows (see retryConflicts): CockroachDB and YugabyteDB may answer 40001
+// to the UPDATE or to its COMMIT, and so may PostgreSQL under a deferred
+// check. Running it again is safe: the UPDATE names the fence and the
+// instance, which the server compares anew, and its values (the expiry on
+// the database's clock, the promise raised with GREATEST, the release's
+// last millisecond) are the same whether the first try happened or not,
+// and it did not (a conflict is an answer: the transaction was rolled
+// back).
 func (h Holding) write(ctx context.Context, what, stmt string, args ...any) error {
+	return retryConflicts(ctx, func() error { return h.writeOnce(ctx, what, stmt, args...) })
+}
+
+func (h Holding) writeOnce(ctx context.Context, what, stmt string, args ...any) error {
 	var opts *sql.TxOptions
 	if h.Dialect == dialect.Postgres {
 		opts = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
@@ -78,6 +98,12 @@ func (h Holding) write(ctx context.Context, what, stmt string, args ...any) erro
 		return fmt.Errorf("%w: %s slot %d with fence %d found %s", ErrLost, what, h.WorkerID, h.Fence,
 			describe(ctx, tx, textFor(h.Dialect), h.WorkerID))
 	}
+	// An error here with the server's answer (40001 from CockroachDB's or
+	// YugabyteDB's serializable commit, or from a deferred check) means the
+	// transaction was rolled back: write runs it again. Without an answer
+	// (the connection broke) it may have committed: the caller sees an
+	// error and must not rely on the write, which costs nothing here (a
+	// renewal or release that committed unseen only did what was asked).
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("%s slot %d: commit: %w", what, h.WorkerID, err)
 	}
@@ -91,16 +117,19 @@ func Audit(ctx context.Context, db *sql.DB, dialectName, service, instance strin
 	if dialectName == dialect.MySQL {
 		args = append(args, workerID, instance)
 	}
-	// A transaction, so that it commits whatever the DSN's autocommit.
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, textFor(dialectName).audit, args...); err != nil {
-		return err
-	}
-	return tx.Commit()
+	// A transaction, so that it commits whatever the DSN's autocommit; run
+	// again after a conflict, as write does (an upsert of the same values).
+	return retryConflicts(ctx, func() error {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		if _, err := tx.ExecContext(ctx, textFor(dialectName).audit, args...); err != nil {
+			return err
+		}
+		return tx.Commit()
+	})
 }
 
 // Private reports whether db is a database no other process can reach: a

@@ -23,6 +23,10 @@ type session struct {
 	restore  func(context.Context) error
 	reseeded bool
 	pending  int64 // a counter value not yet probed, or -1
+	// conflicts counts the claims and inserts the server refused for a
+	// conflict during this take (see settle).
+	conflicts    int
+	lastConflict error
 }
 
 // Bounds of server-side waits: when the context has no deadline, and at
@@ -122,15 +126,18 @@ func (s *session) durableCounter(ctx context.Context) (int64, error) {
 func (s *session) move(ctx context.Context, format string) (int64, error) {
 	stmt := fmt.Sprintf(format, s.r.Workers)
 	for attempt := 0; ; attempt++ {
-		v, found, err := s.count(ctx, stmt)
-		for conflicts := 0; retryable(err) && ctx.Err() == nil && conflicts < 100; conflicts++ {
-			// A deadlock (1213) or a lock wait that timed out (1205) on
-			// the counter row, a serialization failure, SQLITE_BUSY: the
-			// statement did not take effect; try again within the
-			// deadline.
-			time.Sleep(time.Duration(conflicts+1) * time.Millisecond)
+		var (
+			v     int64
+			found bool
+		)
+		// A deadlock (1213) or a lock wait that timed out (1205) on the
+		// counter row, a serialization failure (40001, on the statement
+		// or, in count's transaction, on COMMIT), SQLITE_BUSY: the move did
+		// not take effect; try again within the deadline.
+		err := retryConflicts(ctx, func() (err error) {
 			v, found, err = s.count(ctx, stmt)
-		}
+			return err
+		})
 		if err != nil {
 			return 0, fmt.Errorf("move the counter: %w", err)
 		}
@@ -142,7 +149,10 @@ func (s *session) move(ctx context.Context, format string) (int64, error) {
 		if attempt > 0 {
 			return 0, ErrNoPoolRow
 		}
-		if _, err := s.conn.ExecContext(ctx, s.q.seed); err != nil {
+		if err := retryConflicts(ctx, func() error {
+			_, err := s.conn.ExecContext(ctx, s.q.seed)
+			return err
+		}); err != nil {
 			return 0, fmt.Errorf("re-seed the pool row: %w", err)
 		}
 		s.reseeded = true
@@ -171,6 +181,8 @@ func (s *session) count(ctx context.Context, stmt string) (v int64, found bool, 
 			return 0, false, err
 		}
 		defer tx.Rollback()
+		// A 40001 at COMMIT means the move was rolled back: move runs
+		// count again.
 		if err = tx.QueryRowContext(ctx, stmt).Scan(&v); err == nil {
 			err = tx.Commit()
 		}
@@ -380,6 +392,21 @@ func (s *session) ensure(ctx context.Context) (created []string, err error) {
 		return nil, fmt.Errorf("commit the new tables: %w", err)
 	}
 	return created, nil
+}
+
+// ensureRetried runs ensure again after a conflict (a serialization failure
+// of the DDL or of its COMMIT, a deadlock): on PostgreSQL the whole
+// transaction was rolled back, and ensure looks again for what is missing
+// (on MySQL, a table created before the conflict stays, and is not created
+// again).
+func (s *session) ensureRetried(ctx context.Context) (created []string, err error) {
+	err = retryConflicts(ctx, func() (err error) {
+		var c []string
+		c, err = s.ensure(ctx)
+		created = append(created, c...)
+		return err
+	})
+	return created, err
 }
 
 // begin starts what ensure runs in. PostgreSQL and SQLite have

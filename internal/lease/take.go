@@ -132,8 +132,15 @@ func (s *session) tryInsert(ctx context.Context, workerID int64) (Slot, bool, er
 }
 
 // settle turns the outcome of a claim into a result. A conflict the server
-// reported (a deadlock, a lock wait that timed out, SQLITE_BUSY) is a miss.
-// When the answer was lost (the connection broke, the context ended while
+// reported (a deadlock, a lock wait that timed out, a serialization failure,
+// SQLITE_BUSY) is a miss, after a pause, while the deadline leaves time for
+// another try. The claim and the insert each run as one statement that
+// commits on its own, so a conflict there, at the statement or at its
+// implicit COMMIT (CockroachDB's and YugabyteDB's serializable commit, a
+// deferred check), is an answer: nothing was written. The caller reads a
+// slot again before the next claim (the next value of the counter, or the
+// same explicit id): a compare-and-set on beats is never sent again with the
+// values it read before. When the answer was lost (the connection broke, the context ended while
 // the statement ran), the slot is read again on another connection: if it
 // shows this request's instance tag with the expected fence, the claim
 // committed and the slot is ours.
@@ -142,6 +149,11 @@ func (s *session) settle(ctx context.Context, slot Slot, took bool, err error) (
 	case err == nil:
 		return slot, took, nil
 	case retryable(err):
+		s.conflicts, s.lastConflict = s.conflicts+1, err
+		if !pause(ctx, s.conflicts-1) {
+			return Slot{}, false, fmt.Errorf("take slot %d: %w (a conflict, %d in this take: no time left to try again)",
+				slot.WorkerID, err, s.conflicts)
+		}
 		return Slot{}, false, nil
 	case answered(err):
 		return Slot{}, false, fmt.Errorf("take slot %d: %w", slot.WorkerID, err)
@@ -234,6 +246,7 @@ func (s *session) search(ctx context.Context, start int64, far **row, misses *in
 // takeExplicit takes the request's worker id, and no other: a free slot, a
 // slot with no row, or, with TakeOver, the live slot of the same pod.
 func (s *session) takeExplicit(ctx context.Context, w row, clock Clock) (Slot, error) {
+	changed := 0 // misses other than conflicts: the deadline bounds those (settle)
 	for tries := 0; ; tries++ {
 		if err := ctx.Err(); err != nil {
 			return Slot{}, err
@@ -245,9 +258,10 @@ func (s *session) takeExplicit(ctx context.Context, w row, clock Clock) (Slot, e
 			}
 		}
 		var (
-			slot Slot
-			ok   bool
-			err  error
+			slot      Slot
+			ok        bool
+			err       error
+			conflicts = s.conflicts
 		)
 		switch {
 		case !w.exists:
@@ -267,7 +281,10 @@ func (s *session) takeExplicit(ctx context.Context, w row, clock Clock) (Slot, e
 			slot.Clock = clock
 			return slot, nil
 		}
-		if tries > 100 {
+		if s.conflicts == conflicts {
+			changed++
+		}
+		if changed > 100 {
 			return Slot{}, errors.New("the slot kept changing under the take")
 		}
 	}

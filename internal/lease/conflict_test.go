@@ -1,0 +1,286 @@
+package lease
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"testing"
+	"time"
+
+	"entgo.io/ent/dialect"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/entflake/entflake/internal/dbtest"
+	"github.com/entflake/entflake/schema"
+)
+
+// The lease on a database that answers serialization failures (SQLSTATE
+// 40001), as CockroachDB and YugabyteDB do under their SERIALIZABLE
+// default, on a statement or at COMMIT. PostgreSQL is made to answer them
+// by triggers (dbtest.ForceSerializationFailures) that fail the first
+// `failures` rows they see, then let them pass.
+
+const failures = 2
+
+var failAts = []dbtest.FailAt{dbtest.AtStatement, dbtest.AtCommit}
+
+// pgTables is a fresh PostgreSQL database with the lease's tables and the
+// counter row, as a first take leaves them but with no slot.
+func pgTables(t *testing.T) *dbtest.DB {
+	t.Helper()
+	db := dbtest.Postgres(t)
+	for _, table := range []string{schema.TableName, schema.SlotTableName} {
+		stmts, err := schema.TableStatements(dialect.Postgres, table)
+		require.NoError(t, err)
+		for _, s := range stmts {
+			_, err := db.Exec(s)
+			require.NoError(t, err)
+		}
+	}
+	_, err := db.Exec(pgText.seed)
+	require.NoError(t, err)
+	return db
+}
+
+func slotRows(t *testing.T, db *sql.DB) int64 {
+	t.Helper()
+	var n int64
+	require.NoError(t, db.QueryRow("SELECT COUNT(*) FROM sys_sequence_slot").Scan(&n))
+	return n
+}
+
+// TestForcedFailureAtCommit checks the means of these tests: with the
+// deferred trigger, the UPDATE succeeds and COMMIT fails, the driver's error
+// is a *pgconn.PgError with code 40001 that the lease classifies as a
+// conflict, and nothing was committed; the pool works on.
+func TestForcedFailureAtCommit(t *testing.T) {
+	db := pgTables(t)
+	f := dbtest.ForceSerializationFailures(t, db.DB, "fail_check", "sys_sequence", dbtest.AtCommit, 1, "")
+	tx, err := db.Begin()
+	require.NoError(t, err)
+	_, err = tx.Exec("UPDATE sys_sequence SET worker_id = 7 WHERE service_name = '__global__'")
+	require.NoError(t, err, "the statement passes: the trigger is deferred")
+	err = tx.Commit()
+	var pg *pgconn.PgError
+	require.ErrorAs(t, err, &pg, "COMMIT fails")
+	assert.Equal(t, "40001", pg.Code)
+	assert.True(t, retryable(err), "a conflict to retry")
+	assert.True(t, answered(err), "the server's answer: the transaction did not commit")
+	assert.ErrorIs(t, tx.Rollback(), sql.ErrTxDone, "the transaction is over")
+	assert.Equal(t, int64(0), poolValue(t, db.DB), "nothing committed")
+	assert.Equal(t, int64(1), f.Calls(t))
+	// The same on an autocommit statement: its implicit COMMIT fails, and the
+	// statement with it.
+	f2 := dbtest.ForceSerializationFailures(t, db.DB, "fail_check2", "sys_sequence", dbtest.AtCommit, 1, "")
+	_, err = db.Exec("UPDATE sys_sequence SET worker_id = 7 WHERE service_name = '__global__'")
+	require.ErrorAs(t, err, &pg)
+	assert.Equal(t, "40001", pg.Code)
+	assert.Equal(t, int64(0), poolValue(t, db.DB), "nothing committed")
+	assert.Equal(t, int64(1), f2.Calls(t))
+	// And on UPDATE ... RETURNING read with QueryRow, as the counter is: the
+	// row comes back, then the error of the implicit COMMIT, which Scan
+	// reports (database/sql's Row.Scan closes the rows; pgconn reads the
+	// ErrorResponse that follows CommandComplete).
+	dbtest.ForceSerializationFailures(t, db.DB, "fail_check3", "sys_sequence", dbtest.AtCommit, 1, "")
+	var v int64
+	err = db.QueryRow("UPDATE sys_sequence SET worker_id = 8 WHERE service_name = '__global__' RETURNING worker_id").Scan(&v)
+	require.ErrorAs(t, err, &pg, "Scan reports the failed COMMIT")
+	assert.Equal(t, "40001", pg.Code)
+	assert.Equal(t, int64(0), poolValue(t, db.DB))
+}
+
+// TestSerializationFailuresRetried: a 40001 on the take's insert and claim,
+// on the counter, on a renewal and on a release, at the statement or at
+// COMMIT, is retried within the deadline: each call succeeds, the trigger
+// ran failures+1 times (the failures happened, then the retry passed), and
+// the rows show exactly one write.
+func TestSerializationFailuresRetried(t *testing.T) {
+	ctx := func(t *testing.T) context.Context {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		t.Cleanup(cancel)
+		return ctx
+	}
+	for _, at := range failAts {
+		t.Run("insert/"+at.String(), func(t *testing.T) {
+			db := pgTables(t)
+			f := dbtest.ForceSerializationFailures(t, db.DB, "fail_slot", "sys_sequence_slot", at, failures, "")
+			r := request(db.DB, dialect.Postgres, "svc")
+			slot, err := Take(ctx(t), r)
+			require.NoError(t, err)
+			assert.Equal(t, int64(failures+1), f.Calls(t))
+			// Each conflict was a miss: the take moved on to the counter's
+			// next value, and the refused inserts left no row.
+			assert.Equal(t, int64(failures+1), slot.WorkerID)
+			assert.Equal(t, failures, slot.Misses)
+			assert.Equal(t, int64(1), slotRows(t, db.DB))
+			got := slotOf(t, db.DB, slot.WorkerID)
+			assert.Equal(t, slotState{fence: 1, beats: 1, expires: got.expires, promise: slot.Promise, instance: r.Instance}, got)
+		})
+		t.Run("claim/"+at.String(), func(t *testing.T) {
+			db := pgTables(t)
+			r := request(db.DB, dialect.Postgres, "svc")
+			first := take(t, r)
+			free(t, db.DB, first.WorkerID)
+			before := slotOf(t, db.DB, first.WorkerID)
+			f := dbtest.ForceSerializationFailures(t, db.DB, "fail_slot", "sys_sequence_slot", at, failures, "")
+			r.Explicit, r.WorkerID = true, first.WorkerID
+			slot, err := Take(ctx(t), named(r, "second"))
+			require.NoError(t, err)
+			assert.Equal(t, int64(failures+1), f.Calls(t))
+			// The claim was sent again only after reading the slot again: one
+			// take's worth of change.
+			got := slotOf(t, db.DB, first.WorkerID)
+			assert.Equal(t, slotState{fence: before.fence + 1, beats: before.beats + 1, expires: got.expires,
+				promise: slot.Promise, instance: "second"}, got)
+			assert.Equal(t, before.fence+1, slot.Fence)
+			assert.Equal(t, before.promise+1, slot.Floor)
+		})
+		t.Run("counter/"+at.String(), func(t *testing.T) {
+			db := pgTables(t)
+			f := dbtest.ForceSerializationFailures(t, db.DB, "fail_counter", "sys_sequence", at, failures,
+				"NEW.service_name = '__global__'")
+			slot, err := Take(ctx(t), request(db.DB, dialect.Postgres, "svc"))
+			require.NoError(t, err)
+			assert.Equal(t, int64(failures+1), f.Calls(t))
+			assert.Equal(t, int64(1), poolValue(t, db.DB), "the counter moved once")
+			assert.Equal(t, int64(1), slot.WorkerID)
+			// The lifetime lease's durable move and its audit row too.
+			f2 := dbtest.ForceSerializationFailures(t, db.DB, "fail_counter2", "sys_sequence", at, failures, "")
+			l := mustTakeForLife(t, request(db.DB, dialect.Postgres, "life"))
+			assert.Equal(t, int64(2), l.WorkerID)
+			assert.Equal(t, int64(2), serviceWorker(t, db.DB, dialect.Postgres, "life"))
+			// failures, the move, the audit row.
+			assert.Equal(t, int64(failures+2), f2.Calls(t))
+		})
+		t.Run("audit/"+at.String(), func(t *testing.T) {
+			db := pgTables(t)
+			f := dbtest.ForceSerializationFailures(t, db.DB, "fail_audit", "sys_sequence", at, failures,
+				"NEW.service_name <> '__global__'")
+			require.NoError(t, Audit(ctx(t), db.DB, dialect.Postgres, "svc", "svc@host", 9))
+			assert.Equal(t, int64(failures+1), f.Calls(t))
+			assert.Equal(t, int64(9), serviceWorker(t, db.DB, dialect.Postgres, "svc"))
+		})
+		t.Run("renew/"+at.String(), func(t *testing.T) {
+			db := pgTables(t)
+			slot := take(t, request(db.DB, dialect.Postgres, "svc"))
+			before := slotOf(t, db.DB, slot.WorkerID)
+			f := dbtest.ForceSerializationFailures(t, db.DB, "fail_slot", "sys_sequence_slot", at, failures, "")
+			promise := slot.Promise + 1000
+			require.NoError(t, Renew(ctx(t), holding(db.DB, dialect.Postgres, slot), time.Minute.Milliseconds(), promise))
+			assert.Equal(t, int64(failures+1), f.Calls(t))
+			got := slotOf(t, db.DB, slot.WorkerID)
+			assert.Equal(t, before.beats+1, got.beats, "one renewal committed")
+			assert.Equal(t, promise, got.promise)
+			assert.Equal(t, before.fence, got.fence)
+		})
+		t.Run("release/"+at.String(), func(t *testing.T) {
+			db := pgTables(t)
+			slot := take(t, request(db.DB, dialect.Postgres, "svc"))
+			before := slotOf(t, db.DB, slot.WorkerID)
+			f := dbtest.ForceSerializationFailures(t, db.DB, "fail_slot", "sys_sequence_slot", at, failures, "")
+			last := slot.Floor + 5
+			require.NoError(t, Release(ctx(t), holding(db.DB, dialect.Postgres, slot), last))
+			assert.Equal(t, int64(failures+1), f.Calls(t))
+			got := slotOf(t, db.DB, slot.WorkerID)
+			assert.Equal(t, slotState{fence: before.fence, beats: before.beats + 1, expires: 0, promise: last,
+				instance: before.instance}, got)
+		})
+	}
+	t.Run("create tables", func(t *testing.T) {
+		db := dbtest.Postgres(t)
+		f := dbtest.ForceDDLSerializationFailures(t, db.DB, "fail_ddl", failures)
+		slot, err := Take(ctx(t), request(db.DB, dialect.Postgres, "svc"))
+		require.NoError(t, err)
+		assert.ElementsMatch(t, []string{schema.TableName, schema.SlotTableName}, slot.Created)
+		// The first DDL command of each failed try, then every one of the
+		// try that passed.
+		assert.Greater(t, f.Calls(t), int64(failures+1))
+		f.Remove(t)
+		assert.Equal(t, int64(1), slotRows(t, db.DB))
+	})
+}
+
+// TestSerializationFailuresPersist: when the failures go on, the retries
+// end by the deadline with the conflict as the error (not ErrLost, not a
+// bare "context deadline exceeded"), having tried more than once, and
+// nothing is written.
+func TestSerializationFailuresPersist(t *testing.T) {
+	const timeout = time.Second
+	run := func(t *testing.T, f *dbtest.Failer, call func(ctx context.Context) error) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		start := time.Now()
+		err := call(ctx)
+		elapsed := time.Since(start)
+		require.Error(t, err)
+		t.Log(err)
+		// The conflict is the error, or, when the deadline passed during the
+		// try after one, it is named beside the deadline's error.
+		assert.False(t, errors.Is(err, ErrLost))
+		assert.Contains(t, err.Error(), "40001")
+		assert.Regexp(t, `no time left to try again|after \d+ conflicts`, err.Error())
+		assert.Less(t, elapsed, timeout+2*time.Second, "bounded by the deadline")
+		assert.Greater(t, f.Calls(t), int64(2), "retried")
+	}
+	for _, at := range failAts {
+		t.Run("take/"+at.String(), func(t *testing.T) {
+			db := pgTables(t)
+			f := dbtest.ForceSerializationFailures(t, db.DB, "fail_slot", "sys_sequence_slot", at, 1<<40, "")
+			run(t, f, func(ctx context.Context) error {
+				_, err := Take(ctx, request(db.DB, dialect.Postgres, "svc"))
+				return err
+			})
+			assert.Equal(t, int64(0), slotRows(t, db.DB))
+		})
+		t.Run("explicit/"+at.String(), func(t *testing.T) {
+			db := pgTables(t)
+			f := dbtest.ForceSerializationFailures(t, db.DB, "fail_slot", "sys_sequence_slot", at, 1<<40, "")
+			r := request(db.DB, dialect.Postgres, "svc")
+			r.Explicit, r.WorkerID = true, 5
+			run(t, f, func(ctx context.Context) error {
+				_, err := Take(ctx, r)
+				return err
+			})
+			assert.Equal(t, int64(0), slotRows(t, db.DB))
+		})
+		t.Run("counter/"+at.String(), func(t *testing.T) {
+			db := pgTables(t)
+			f := dbtest.ForceSerializationFailures(t, db.DB, "fail_counter", "sys_sequence", at, 1<<40, "")
+			run(t, f, func(ctx context.Context) error {
+				_, err := Take(ctx, request(db.DB, dialect.Postgres, "svc"))
+				return err
+			})
+			assert.Equal(t, int64(0), poolValue(t, db.DB))
+		})
+		for _, what := range []string{"renew", "release"} {
+			t.Run(what+"/"+at.String(), func(t *testing.T) {
+				db := pgTables(t)
+				slot := take(t, request(db.DB, dialect.Postgres, "svc"))
+				before := slotOf(t, db.DB, slot.WorkerID)
+				f := dbtest.ForceSerializationFailures(t, db.DB, "fail_slot", "sys_sequence_slot", at, 1<<40, "")
+				h := holding(db.DB, dialect.Postgres, slot)
+				run(t, f, func(ctx context.Context) error {
+					if what == "renew" {
+						return Renew(ctx, h, time.Minute.Milliseconds(), slot.Promise+1000)
+					}
+					return Release(ctx, h, slot.Floor)
+				})
+				assert.Equal(t, before, slotOf(t, db.DB, slot.WorkerID), "nothing written")
+			})
+		}
+	}
+	t.Run("create tables", func(t *testing.T) {
+		db := dbtest.Postgres(t)
+		f := dbtest.ForceDDLSerializationFailures(t, db.DB, "fail_ddl", 1<<40)
+		run(t, f, func(ctx context.Context) error {
+			_, err := Take(ctx, request(db.DB, dialect.Postgres, "svc"))
+			return err
+		})
+		var n int
+		require.NoError(t, db.QueryRow("SELECT COUNT(*) FROM pg_tables WHERE tablename LIKE 'sys_sequence%'").Scan(&n))
+		assert.Zero(t, n, "no table left behind")
+	})
+}
