@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/entflake/entflake/internal/dbtest"
-	"github.com/entflake/entflake/schema"
 )
 
 // Serialization failures (SQLSTATE 40001), as CockroachDB and YugabyteDB
@@ -21,24 +20,6 @@ import (
 // COMMIT (dbtest.ForceSerializationFailures).
 
 const forcedFailures = 2
-
-// pgLeaseTables is a fresh PostgreSQL database with the lease's tables and
-// counter row, and no slot.
-func pgLeaseTables(t *testing.T) *dbtest.DB {
-	t.Helper()
-	db := dbtest.Postgres(t)
-	for _, table := range []string{schema.TableName, schema.SlotTableName} {
-		stmts, err := schema.TableStatements(dialect.Postgres, table)
-		require.NoError(t, err)
-		for _, s := range stmts {
-			_, err := db.Exec(s)
-			require.NoError(t, err)
-		}
-	}
-	_, err := db.Exec("INSERT INTO sys_sequence (service_name, worker_id, instance) VALUES ('__global__', 0, 'pool')")
-	require.NoError(t, err)
-	return db
-}
 
 // pgSlot is a slot row as these tests read it.
 type pgSlot struct {
@@ -61,7 +42,7 @@ func readPgSlot(t *testing.T, db *dbtest.DB, w int64) pgSlot {
 func TestSerializationFailuresRetried(t *testing.T) {
 	for _, at := range []dbtest.FailAt{dbtest.AtStatement, dbtest.AtCommit} {
 		t.Run(at.String(), func(t *testing.T) {
-			db := pgLeaseTables(t)
+			db := dbtest.PostgresLeaseTables(t)
 			take := dbtest.ForceSerializationFailures(t, db.DB, "fail_take", "sys_sequence_slot", at, forcedFailures, "")
 			sink, logOpt := newSink()
 			g, err := OpenDB(context.Background(), db.DB, dialect.Postgres, WithService("svc"), WithRequireLease(),
@@ -107,7 +88,7 @@ func TestSerializationFailuresPersist(t *testing.T) {
 	const timeout = time.Second
 	for _, at := range []dbtest.FailAt{dbtest.AtStatement, dbtest.AtCommit} {
 		t.Run(at.String(), func(t *testing.T) {
-			db := pgLeaseTables(t)
+			db := dbtest.PostgresLeaseTables(t)
 			f := dbtest.ForceSerializationFailures(t, db.DB, "fail_take", "sys_sequence_slot", at, 1<<40, "")
 			start := time.Now()
 			_, err := OpenDB(context.Background(), db.DB, dialect.Postgres, WithService("svc"), WithRequireLease(),

@@ -5,6 +5,10 @@ import (
 	"fmt"
 	"strconv"
 	"testing"
+
+	"entgo.io/ent/dialect"
+
+	"github.com/entflake/entflake/schema"
 )
 
 // Forced serialization failures on PostgreSQL. CockroachDB and YugabyteDB
@@ -114,4 +118,22 @@ func (f *Failer) Remove(t testing.TB) {
 		return
 	}
 	f.exec(t, fmt.Sprintf("DROP TRIGGER %s ON %s", f.name, f.table))
+}
+
+// PostgresLeaseTables is a fresh PostgreSQL database with the lease's
+// tables (schema.DDL: the tables and the counter row, as a first take
+// leaves them) and no slot.
+func PostgresLeaseTables(t testing.TB) *DB {
+	t.Helper()
+	db := Postgres(t)
+	stmts, err := schema.DDL(dialect.Postgres)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range stmts {
+		if _, err := db.Exec(s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+	return db
 }

@@ -26,24 +26,6 @@ const failures = 2
 
 var failAts = []dbtest.FailAt{dbtest.AtStatement, dbtest.AtCommit}
 
-// pgTables is a fresh PostgreSQL database with the lease's tables and the
-// counter row, as a first take leaves them but with no slot.
-func pgTables(t *testing.T) *dbtest.DB {
-	t.Helper()
-	db := dbtest.Postgres(t)
-	for _, table := range []string{schema.TableName, schema.SlotTableName} {
-		stmts, err := schema.TableStatements(dialect.Postgres, table)
-		require.NoError(t, err)
-		for _, s := range stmts {
-			_, err := db.Exec(s)
-			require.NoError(t, err)
-		}
-	}
-	_, err := db.Exec(pgText.seed)
-	require.NoError(t, err)
-	return db
-}
-
 func slotRows(t *testing.T, db *sql.DB) int64 {
 	t.Helper()
 	var n int64
@@ -56,7 +38,7 @@ func slotRows(t *testing.T, db *sql.DB) int64 {
 // is a *pgconn.PgError with code 40001 that the lease classifies as a
 // conflict, and nothing was committed; the pool works on.
 func TestForcedFailureAtCommit(t *testing.T) {
-	db := pgTables(t)
+	db := dbtest.PostgresLeaseTables(t)
 	f := dbtest.ForceSerializationFailures(t, db.DB, "fail_check", "sys_sequence", dbtest.AtCommit, 1, "")
 	tx, err := db.Begin()
 	require.NoError(t, err)
@@ -104,7 +86,7 @@ func TestSerializationFailuresRetried(t *testing.T) {
 	}
 	for _, at := range failAts {
 		t.Run("insert/"+at.String(), func(t *testing.T) {
-			db := pgTables(t)
+			db := dbtest.PostgresLeaseTables(t)
 			f := dbtest.ForceSerializationFailures(t, db.DB, "fail_slot", "sys_sequence_slot", at, failures, "")
 			r := request(db.DB, dialect.Postgres, "svc")
 			slot, err := Take(ctx(t), r)
@@ -119,7 +101,7 @@ func TestSerializationFailuresRetried(t *testing.T) {
 			assert.Equal(t, slotState{fence: 1, beats: 1, expires: got.expires, promise: slot.Promise, instance: r.Instance}, got)
 		})
 		t.Run("claim/"+at.String(), func(t *testing.T) {
-			db := pgTables(t)
+			db := dbtest.PostgresLeaseTables(t)
 			r := request(db.DB, dialect.Postgres, "svc")
 			first := take(t, r)
 			free(t, db.DB, first.WorkerID)
@@ -138,7 +120,7 @@ func TestSerializationFailuresRetried(t *testing.T) {
 			assert.Equal(t, before.promise+1, slot.Floor)
 		})
 		t.Run("counter/"+at.String(), func(t *testing.T) {
-			db := pgTables(t)
+			db := dbtest.PostgresLeaseTables(t)
 			f := dbtest.ForceSerializationFailures(t, db.DB, "fail_counter", "sys_sequence", at, failures,
 				"NEW.service_name = '__global__'")
 			slot, err := Take(ctx(t), request(db.DB, dialect.Postgres, "svc"))
@@ -155,7 +137,7 @@ func TestSerializationFailuresRetried(t *testing.T) {
 			assert.Equal(t, int64(failures+2), f2.Calls(t))
 		})
 		t.Run("audit/"+at.String(), func(t *testing.T) {
-			db := pgTables(t)
+			db := dbtest.PostgresLeaseTables(t)
 			f := dbtest.ForceSerializationFailures(t, db.DB, "fail_audit", "sys_sequence", at, failures,
 				"NEW.service_name <> '__global__'")
 			require.NoError(t, Audit(ctx(t), db.DB, dialect.Postgres, "svc", "svc@host", 9))
@@ -163,7 +145,7 @@ func TestSerializationFailuresRetried(t *testing.T) {
 			assert.Equal(t, int64(9), serviceWorker(t, db.DB, dialect.Postgres, "svc"))
 		})
 		t.Run("renew/"+at.String(), func(t *testing.T) {
-			db := pgTables(t)
+			db := dbtest.PostgresLeaseTables(t)
 			slot := take(t, request(db.DB, dialect.Postgres, "svc"))
 			before := slotOf(t, db.DB, slot.WorkerID)
 			f := dbtest.ForceSerializationFailures(t, db.DB, "fail_slot", "sys_sequence_slot", at, failures, "")
@@ -176,7 +158,7 @@ func TestSerializationFailuresRetried(t *testing.T) {
 			assert.Equal(t, before.fence, got.fence)
 		})
 		t.Run("release/"+at.String(), func(t *testing.T) {
-			db := pgTables(t)
+			db := dbtest.PostgresLeaseTables(t)
 			slot := take(t, request(db.DB, dialect.Postgres, "svc"))
 			before := slotOf(t, db.DB, slot.WorkerID)
 			f := dbtest.ForceSerializationFailures(t, db.DB, "fail_slot", "sys_sequence_slot", at, failures, "")
@@ -227,7 +209,7 @@ func TestSerializationFailuresPersist(t *testing.T) {
 	}
 	for _, at := range failAts {
 		t.Run("take/"+at.String(), func(t *testing.T) {
-			db := pgTables(t)
+			db := dbtest.PostgresLeaseTables(t)
 			f := dbtest.ForceSerializationFailures(t, db.DB, "fail_slot", "sys_sequence_slot", at, 1<<40, "")
 			run(t, f, func(ctx context.Context) error {
 				_, err := Take(ctx, request(db.DB, dialect.Postgres, "svc"))
@@ -236,7 +218,7 @@ func TestSerializationFailuresPersist(t *testing.T) {
 			assert.Equal(t, int64(0), slotRows(t, db.DB))
 		})
 		t.Run("explicit/"+at.String(), func(t *testing.T) {
-			db := pgTables(t)
+			db := dbtest.PostgresLeaseTables(t)
 			f := dbtest.ForceSerializationFailures(t, db.DB, "fail_slot", "sys_sequence_slot", at, 1<<40, "")
 			r := request(db.DB, dialect.Postgres, "svc")
 			r.Explicit, r.WorkerID = true, 5
@@ -247,7 +229,7 @@ func TestSerializationFailuresPersist(t *testing.T) {
 			assert.Equal(t, int64(0), slotRows(t, db.DB))
 		})
 		t.Run("counter/"+at.String(), func(t *testing.T) {
-			db := pgTables(t)
+			db := dbtest.PostgresLeaseTables(t)
 			f := dbtest.ForceSerializationFailures(t, db.DB, "fail_counter", "sys_sequence", at, 1<<40, "")
 			run(t, f, func(ctx context.Context) error {
 				_, err := Take(ctx, request(db.DB, dialect.Postgres, "svc"))
@@ -257,7 +239,7 @@ func TestSerializationFailuresPersist(t *testing.T) {
 		})
 		for _, what := range []string{"renew", "release"} {
 			t.Run(what+"/"+at.String(), func(t *testing.T) {
-				db := pgTables(t)
+				db := dbtest.PostgresLeaseTables(t)
 				slot := take(t, request(db.DB, dialect.Postgres, "svc"))
 				before := slotOf(t, db.DB, slot.WorkerID)
 				f := dbtest.ForceSerializationFailures(t, db.DB, "fail_slot", "sys_sequence_slot", at, 1<<40, "")
