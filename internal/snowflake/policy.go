@@ -120,7 +120,7 @@ func (g *Generator) waitPastClock(last, n int64) (slept time.Duration, err error
 				ErrClockBackwards, slept)
 		}
 		d := time.Duration(target - n)
-		g.clock.Sleep(d)
+		g.pause(d)
 		slept += d
 	}
 }
@@ -201,7 +201,7 @@ func (g *Generator) waitCatchUp(last, back int64) error {
 				ErrClockBackwards, back, last-n/msNanos, slept)
 		}
 		d := min(time.Duration(last*msNanos-n), limit-slept)
-		g.clock.Sleep(d)
+		g.pause(d)
 		slept += d
 	}
 }

@@ -127,6 +127,7 @@ type Generator struct {
 	// per-ID path reads.
 	_     [cacheLine]byte
 	stats counters
+	room  pauseRoom // the goroutines waiting for the clock
 }
 
 // counters are the generator's statistics. Every one is bumped on a slow
@@ -213,6 +214,7 @@ func New(cfg Config) (*Generator, error) {
 		layout:     l,
 		epochMs:    cfg.EpochMilli,
 	}
+	g.room.woken.L = &g.room.mu
 	g.workerMask = uint64(g.workers-1) << g.seqBits
 	g.keepMask = g.csMask<<g.csShift | g.workerMask
 	limit := cfg.Limit
