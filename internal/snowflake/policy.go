@@ -168,7 +168,7 @@ func (g *Generator) rollback(old uint64, now, last int64) (next uint64, retry bo
 		// is what a release must leave as the promise.
 		for h := g.high.Load(); last > h && !g.high.CompareAndSwap(h, last); h = g.high.Load() {
 		}
-		return uint64(now)<<TimeShift | (cs+1)<<g.csShift | old&g.workerMask, false, nil
+		return uint64(now)<<TimeShift | (cs+1)<<g.csShift | old&g.workerMask | g.startAt(now), false, nil
 	}
 	if err := g.refuse(back); err != nil {
 		return 0, false, err
