@@ -55,6 +55,7 @@ func BenchmarkCeilingCPU(b *testing.B) {
 			cpu, wall := cpuTime(b)-cpu0, time.Since(wall0)
 			b.StopTimer()
 			b.ReportMetric(float64(cpu)/float64(wall), "cpu/wall")
+			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
 		})
 	}
 }
