@@ -1,6 +1,7 @@
 package snowflake
 
 import (
+	"fmt"
 	"math"
 	"sync"
 	"testing"
@@ -183,5 +184,22 @@ func TestStartSpanValidation(t *testing.T) {
 		assert.ErrorContains(t, err, "2 to 2048")
 		_, err = New(Config{Layout: defaultLayout, EpochMilli: testEpoch.UnixMilli(), Policy: Policy{Kind: Reject}, StartSpan: span})
 		assert.ErrorIs(t, err, ErrInvalidStartSpan, "%d", span)
+	}
+}
+
+// BenchmarkNextIDLowRate: every ID opens a millisecond (the clock moves
+// one per read), with and without a random start: the new-millisecond path,
+// which a low-rate service takes for every ID.
+func BenchmarkNextIDLowRate(b *testing.B) {
+	for _, span := range []int64{0, 16} {
+		b.Run(fmt.Sprintf("span=%d", span), func(b *testing.B) {
+			g := newGen(b, Config{WorkerID: 1, StartSpan: span, Clock: &stepClock{base: testEpoch.Add(time.Hour), perMs: 1}})
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := g.NextID(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
