@@ -15,7 +15,10 @@ import (
 // pause for about d of the clock's time (a test clock simply moves forward
 // by d). The generator reads Now again after every Sleep, and counts the
 // durations it asked for against the bound of its wait, so even a clock that
-// never moves cannot hold NextID longer than that bound.
+// never moves cannot hold NextID longer than that bound. When several
+// goroutines wait at once, one of them calls Sleep and the others wait for
+// that call to return, then all read Now again: a test clock that moves only
+// when slept on still moves for all of them.
 type Clock interface {
 	Now() time.Time
 	Sleep(d time.Duration)

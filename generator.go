@@ -170,8 +170,11 @@ func New(workerID int64, opts ...Option) (*Generator, error) {
 // transaction only leaves a gap.
 //
 // When the 4096 IDs of a millisecond (with the default layout) are used up,
-// NextID waits for the next millisecond by spinning, since time.Sleep would
-// oversleep it. It returns an error, and never an ID, when:
+// NextID waits for the next millisecond. One waiting goroutine spins (it
+// yields the processor on every turn), since time.Sleep would oversleep the
+// millisecond; any others park until it sees the clock turn, so that many
+// goroutines at the ceiling cost about one core, not one each. It returns
+// an error, and never an ID, when:
 //
 //   - the rollback policy refuses a clock that went back (ErrClockBackwards,
 //     ErrClockSequenceExhausted);

@@ -191,6 +191,9 @@ func TestLostLease(t *testing.T) {
 				w := g.WorkerID()
 				is := issue(t, g, 2, 200*time.Microsecond)
 				time.Sleep(300 * time.Millisecond)
+				st := g.Stats()
+				assert.Positive(t, st.Renewals, "renewals every 100 ms")
+				assert.Zero(t, st.RenewalFailures+st.Fencings+st.Switches, "%+v", st)
 				if how == "blackhole" {
 					proxy.Blackhole()
 				} else {
@@ -204,6 +207,9 @@ func TestLostLease(t *testing.T) {
 				eventually(t, 5*time.Second, func() bool { _, f, _, _ := is.snapshot(); return f > 0 },
 					"NextID never failed with ErrFenced while renewals failed")
 				assert.Equal(t, LeaseFenced, g.Lease().State)
+				eventually(t, 2*time.Second, func() bool { return g.Stats().Fencings == 1 }, "the fencing was not counted")
+				renewals := g.Stats().Renewals
+				assert.Positive(t, g.Stats().RenewalFailures)
 				time.Sleep(300 * time.Millisecond)
 				ids, _, lost, other := is.snapshot()
 				assert.Empty(t, other)
@@ -220,6 +226,13 @@ func TestLostLease(t *testing.T) {
 				assert.Equal(t, w, g.WorkerID())
 				_, f2 := slotPromise(t, db.DB, w)
 				assert.Equal(t, fence, f2)
+				is.halt()
+				_, fenced, _, _ := is.snapshot()
+				st = g.Stats()
+				assert.Greater(t, st.Renewals, renewals, "renewals counted again after the outage")
+				assert.Equal(t, int64(1), st.Fencings, "one fencing for the outage")
+				assert.Zero(t, st.Switches, "the same slot, revived")
+				assert.Equal(t, ErrorCounts{Fenced: int64(fenced)}, st.Errors, "every ErrFenced NextID returned, and no other")
 			})
 		}
 	}
@@ -231,6 +244,7 @@ func TestLostLease(t *testing.T) {
 			w := g.WorkerID()
 			is := issue(t, g, 2, 200*time.Microsecond)
 			time.Sleep(300 * time.Millisecond)
+			assert.Zero(t, g.Stats().Fencings+g.Stats().Switches)
 			// Another instance takes the slot: a new fence, its promise
 			// starting where the old one was. From here on, the old holder
 			// may not raise its promise, and must stop issuing under w.
@@ -248,8 +262,13 @@ func TestLostLease(t *testing.T) {
 			n := is.mark()
 			eventually(t, 2*time.Second, func() bool { return is.mark() > n+10 }, "no IDs after the switch")
 			is.halt()
-			ids, _, _, other := is.snapshot()
+			ids, fenced, lost, other := is.snapshot()
 			assert.Empty(t, other)
+			st := g.Stats()
+			assert.Equal(t, int64(1), st.Fencings, "the loss fenced the generator once")
+			assert.Equal(t, int64(1), st.Switches, "and it switched to a new slot once")
+			assert.Positive(t, st.RenewalFailures, "the renewal that found the slot taken")
+			assert.Equal(t, ErrorCounts{Fenced: int64(fenced + lost)}, st.Errors)
 			var under, after int
 			for _, id := range ids {
 				p, err := g.Decode(id)
@@ -263,8 +282,7 @@ func TestLostLease(t *testing.T) {
 			}
 			assert.Positive(t, under)
 			assert.Positive(t, after)
-			st := g.Lease()
-			assert.Equal(t, SourceLease, st.Source)
+			assert.Equal(t, SourceLease, g.Lease().Source)
 			assert.Len(t, sink.find(slog.LevelInfo, "switched to leased worker id"), 1)
 		})
 	})
@@ -333,6 +351,10 @@ func TestFallbackUpgrade(t *testing.T) {
 		eventually(t, 10*time.Second, func() bool { return g.Source() == SourceLease }, "never switched to a lease")
 		assert.Less(t, time.Since(released), hb.Interval+2*time.Second, "switched within about one renewal interval")
 		assert.Equal(t, LeaseHeld, g.Lease().State)
+		st := g.Stats()
+		assert.Equal(t, int64(1), st.Switches, "the upgrade is one switch")
+		assert.Equal(t, SourceLease, st.Source)
+		assert.Equal(t, g.WorkerID(), st.WorkerID)
 		leased := g.WorkerID()
 		assert.Contains(t, []int64{2, 3}, leased)
 		time.Sleep(50 * time.Millisecond)

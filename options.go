@@ -51,6 +51,7 @@ type config struct {
 	maxSkew      time.Duration
 	refuseSkew   bool
 	maxLead      time.Duration
+	startSpan    int64 // WithRandomSequenceStart; 0: off
 	heartbeat    Heartbeat
 	lifetime     bool     // WithLifetimeLease
 	requireLease bool     // WithRequireLease
@@ -163,6 +164,27 @@ func WithBurst(lead time.Duration) Option {
 	}
 }
 
+// WithRandomSequenceStart starts each millisecond's sequence at a random
+// offset in [0, span) instead of at 0. Use it when IDs are sharded by
+// id % n (n a power of two) and come at low rates: then nearly every ID is
+// the first of its millisecond, every sequence number is 0, and all of
+// them land in one shard (with the default layout, id % n for n up to 4096
+// is the sequence number % n). With a span of at least n, they spread
+// evenly. The offset is a hash of the millisecond and a seed drawn when the
+// generator is made; it costs a few multiplications when a millisecond
+// opens, and nothing when the option is off.
+//
+// Its price is capacity: a millisecond that starts at offset o holds
+// 2^SequenceBits - o IDs, 4096 - (span-1)/2 on average with the default
+// layout, and 4096 - span + 1 at worst; past that, NextID waits for the
+// next millisecond as it does at the ceiling. IDs stay unique and
+// increasing. span must be a power of two from 2 to half the sequence
+// field's values (2048 with the default layout); a small span, such as the
+// shard count, keeps the cost small. Off by default.
+func WithRandomSequenceStart(span int64) Option {
+	return func(c *config) { c.startSpan = span }
+}
+
 // WithLayout sets the split of the low 22 bits (DefaultLayout unless given).
 func WithLayout(l Layout) Option { return func(c *config) { c.layout = l } }
 
@@ -257,6 +279,12 @@ func (c *config) validate() error {
 			return err
 		}
 	}
+	if c.startSpan != 0 {
+		if half := int64(1) << (c.layout.SequenceBits - 1); c.startSpan < 2 || c.startSpan > half || c.startSpan&(c.startSpan-1) != 0 {
+			return fmt.Errorf("%w: WithRandomSequenceStart(%d): the span must be a power of two from 2 to %d, half of the layout's %d-bit sequence",
+				ErrInvalidOption, c.startSpan, half, c.layout.SequenceBits)
+		}
+	}
 	h, err := c.heartbeat.withDefaults()
 	if err != nil {
 		return err
@@ -324,5 +352,6 @@ func (c *config) generator(workerID int64) (*snowflake.Generator, error) {
 		Clock:      c.clock,
 		Policy:     c.policy.internal(),
 		MaxLead:    c.maxLead,
+		StartSpan:  c.startSpan,
 	})
 }

@@ -8,7 +8,8 @@ import (
 // Clock is the time source of a generator. Sleep(d) should pause for about
 // d of the clock's time: the generator re-reads Now after it, and counts d
 // against the bound of the wait it is in, so that even a clock that never
-// moves cannot make it wait without end.
+// moves cannot make it wait without end. Of the goroutines waiting at once,
+// one calls Sleep and the others wait for that call to return (pauseRoom).
 type Clock interface {
 	Now() time.Time
 	Sleep(d time.Duration)

@@ -120,7 +120,7 @@ func (g *Generator) waitPastClock(last, n int64) (slept time.Duration, err error
 				ErrClockBackwards, slept)
 		}
 		d := time.Duration(target - n)
-		g.clock.Sleep(d)
+		g.pause(d)
 		slept += d
 	}
 }
@@ -168,7 +168,7 @@ func (g *Generator) rollback(old uint64, now, last int64) (next uint64, retry bo
 		// is what a release must leave as the promise.
 		for h := g.high.Load(); last > h && !g.high.CompareAndSwap(h, last); h = g.high.Load() {
 		}
-		return uint64(now)<<TimeShift | (cs+1)<<g.csShift | old&g.workerMask, false, nil
+		return uint64(now)<<TimeShift | (cs+1)<<g.csShift | old&g.workerMask | g.startAt(now), false, nil
 	}
 	if err := g.refuse(back); err != nil {
 		return 0, false, err
@@ -201,7 +201,7 @@ func (g *Generator) waitCatchUp(last, back int64) error {
 				ErrClockBackwards, back, last-n/msNanos, slept)
 		}
 		d := min(time.Duration(last*msNanos-n), limit-slept)
-		g.clock.Sleep(d)
+		g.pause(d)
 		slept += d
 	}
 }

@@ -28,6 +28,7 @@ package snowflake
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -58,6 +59,9 @@ var (
 	ErrFenced = errors.New("worker lease does not cover the next ID")
 	// ErrClosed: the generator was closed; nothing restarts it.
 	ErrClosed = errors.New("generator closed")
+	// ErrInvalidStartSpan: the span of a new millisecond's random start is
+	// not a power of two from 2 to half the sequence field's values.
+	ErrInvalidStartSpan = errors.New("invalid sequence start span")
 )
 
 // LeadLimit is the largest lead a burst may take.
@@ -82,6 +86,12 @@ type Config struct {
 	// Limit is the highest time field an ID may have (see SetLimit). Zero:
 	// MaxTime, no limit.
 	Limit int64
+	// StartSpan, when not zero, starts each new millisecond's sequence at a
+	// pseudo-random offset in [0, StartSpan) instead of 0, so that IDs taken
+	// at low rates spread over id % n shards. A power of two from 2 to half
+	// the sequence field's values. It costs capacity: a millisecond that
+	// starts at offset o holds 2^S - o IDs.
+	StartSpan int64
 }
 
 // cacheLine keeps the hot state word away from the read-only configuration,
@@ -103,6 +113,8 @@ type Generator struct {
 	csMask     uint64
 	workerMask uint64
 	keepMask   uint64 // clock-sequence and worker bits: what a new millisecond keeps
+	startMask  uint64 // StartSpan - 1: the bits a new millisecond's offset may have; 0 when off
+	startSeed  uint64 // drawn once at New; offsets are a hash of it and the millisecond
 	workers    int64
 
 	epochNano  int64
@@ -127,6 +139,7 @@ type Generator struct {
 	// per-ID path reads.
 	_     [cacheLine]byte
 	stats counters
+	room  pauseRoom // the goroutines waiting for the clock
 }
 
 // counters are the generator's statistics. Every one is bumped on a slow
@@ -199,6 +212,9 @@ func New(cfg Config) (*Generator, error) {
 	if cfg.Floor < 0 || cfg.Floor > MaxTime || cfg.Limit < 0 || cfg.Limit > MaxTime {
 		return nil, fmt.Errorf("%w: floor %d or limit %d outside 0..2^41-1 ms", ErrInvalidPolicy, cfg.Floor, cfg.Limit)
 	}
+	if err := ValidateStartSpan(cfg.StartSpan, l); err != nil {
+		return nil, err
+	}
 	g := &Generator{
 		seqBits:    uint(l.SequenceBits),
 		seqMask:    1<<l.SequenceBits - 1,
@@ -212,6 +228,11 @@ func New(cfg Config) (*Generator, error) {
 		policy:     cfg.Policy,
 		layout:     l,
 		epochMs:    cfg.EpochMilli,
+	}
+	g.room.woken.L = &g.room.mu
+	if cfg.StartSpan > 0 {
+		g.startMask = uint64(cfg.StartSpan - 1)
+		g.startSeed = rand.Uint64()
 	}
 	g.workerMask = uint64(g.workers-1) << g.seqBits
 	g.keepMask = g.csMask<<g.csShift | g.workerMask
@@ -307,6 +328,10 @@ func (g *Generator) next(old uint64, now int64) (first, room uint64, out outcome
 		if now > g.limit.Load() {
 			return 0, 0, fenced
 		}
+		if g.startMask != 0 {
+			o := g.startAt(now)
+			return uint64(now)<<TimeShift | old&g.keepMask | o, g.seqMask + 1 - o, issue
+		}
 		return uint64(now)<<TimeShift | old&g.keepMask, g.seqMask + 1, issue
 	case ahead > g.leadMilli:
 		return 0, 0, behind
@@ -325,7 +350,36 @@ func (g *Generator) next(old uint64, now int64) (first, room uint64, out outcome
 	// A burst: the millisecond is used up, and the next one is still within
 	// the lead of the clock. Only this worker issues in it, so borrowing it
 	// keeps IDs unique.
-	return uint64(last+1)<<TimeShift | old&g.keepMask, g.seqMask + 1, borrow
+	o := g.startAt(last + 1) // 0 when off
+	return uint64(last+1)<<TimeShift | old&g.keepMask | o, g.seqMask + 1 - o, borrow
+}
+
+// startAt is the sequence number millisecond ms starts at: 0, or with
+// StartSpan a hash of the millisecond and the generator's seed (SplitMix64's
+// finaliser), below StartSpan. A pure function of the millisecond, so that
+// goroutines racing to open it agree, and it needs no shared state.
+func (g *Generator) startAt(ms int64) uint64 {
+	if g.startMask == 0 {
+		return 0
+	}
+	z := g.startSeed + uint64(ms)*0x9e3779b97f4a7c15
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	return (z ^ z>>31) & g.startMask
+}
+
+// ValidateStartSpan checks a StartSpan for layout l: 0 (off), or a power of
+// two from 2 to half the sequence field's values.
+func ValidateStartSpan(span int64, l Layout) error {
+	if span == 0 {
+		return nil
+	}
+	half := int64(1) << (l.SequenceBits - 1)
+	if span < 2 || span > half || span&(span-1) != 0 {
+		return fmt.Errorf("%w: sequence start span %d is not a power of two from 2 to %d (half of the %d-bit sequence field)",
+			ErrInvalidStartSpan, span, half, l.SequenceBits)
+	}
+	return nil
 }
 
 // NextID returns a new ID, greater than every ID this generator returned
