@@ -93,6 +93,12 @@ func (k *keeper) renew(ctx context.Context) time.Duration {
 	switch {
 	case err == nil:
 		k.g.stats.renewals.Add(1)
+		if !k.fenced && k.promise > 0 && k.clock.Now().UnixMilli() > k.promise {
+			// The clock passed the promise between two attempts (a slow
+			// renewal, a step of the clock): the generator refused IDs
+			// until now, a fencing no failed attempt has counted.
+			k.g.stats.fencings.Add(1)
+		}
 		// Raise the limit only now that the database has acknowledged it.
 		k.promise = max(k.promise, promise)
 		k.g.g.SetLimit(k.field(k.promise))

@@ -6,6 +6,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/entflake/entflake/internal/dbtest"
 )
 
 // TestStatsErrorsByKind: each kind of NextID or NextIDs error moves its own
@@ -117,4 +119,28 @@ func TestRandomSequenceStartOption(t *testing.T) {
 	for s, n := range shards {
 		assert.Greater(t, n, 30, "shard %d of %v", s, shards)
 	}
+}
+
+// TestStatsFencingBetweenRenewals: a clock that passes the promise while
+// renewals succeed (here a step forward) fences the generator until the next
+// renewal; Stats counts that fencing though no renewal failed.
+func TestStatsFencingBetweenRenewals(t *testing.T) {
+	db := dbtest.SQLite(t)
+	clk := &steppedClock{}
+	g, err := OpenDB(t.Context(), db.DB, "sqlite3", WithService("fence-step"), WithHeartbeat(fastBeat),
+		WithRequireLease(), WithClock(clk), quiet())
+	require.NoError(t, err)
+	defer g.Close()
+	_, err = g.NextID()
+	require.NoError(t, err)
+	before := g.Stats()
+	require.Zero(t, before.Fencings)
+
+	clk.off.Store(int64(10 * time.Second)) // well past the promise (TTL - Margin = 1.7 s ahead)
+	require.Eventually(t, func() bool { return g.Stats().Renewals >= before.Renewals+2 }, 10*time.Second, 10*time.Millisecond)
+	_, err = g.NextID()
+	require.NoError(t, err, "a renewal raised the promise again")
+	s := g.Stats()
+	assert.EqualValues(t, 1, s.Fencings)
+	assert.Zero(t, s.RenewalFailures)
 }
