@@ -33,6 +33,7 @@ const (
 	AtCommit
 )
 
+// String names where the failure strikes.
 func (a FailAt) String() string {
 	if a == AtCommit {
 		return "commit"
