@@ -219,7 +219,10 @@ func TestStorm(t *testing.T) {
 				case "clamp":
 					assert.Less(t, r.MaxCall, time.Second+500*time.Millisecond, "waits stay within the fuse (1 s)")
 					if r.Steps >= 3 {
-						assert.Greater(t, r.MaxCall, 400*time.Millisecond, "the frozen millisecond ran out during the 500 ms rollback: it waited")
+						// It waited for the clock (not an error): the 500 ms rollback less
+						// the time the frozen millisecond took to run out, which on a
+						// loaded machine was once above 100 ms.
+						assert.Greater(t, r.MaxCall, 200*time.Millisecond, "the frozen millisecond ran out during the 500 ms rollback: it waited")
 					}
 					if r.Steps >= 4 {
 						assert.Positive(t, r.Errors["backwards"], "the 10 s rollback is beyond the fuse")
