@@ -7,6 +7,12 @@
 // default "postgres://root@127.0.0.1:5432/test?sslmode=disable"). When a
 // server does not answer, the test is skipped, unless CI=true: then it fails,
 // so that CI can never pass by running nothing.
+//
+// ENTFLAKE_TEST_BACKENDS, a comma-separated list of "mariadb", "postgres"
+// and "sqlite", runs only the tests of the backends it names (empty: all
+// three); the others are skipped with a message that names the variable.
+// tidb/run sets it to "mariadb" with ENTFLAKE_TEST_MYSQL pointing at TiDB,
+// so that the MySQL-protocol tests run there and the rest are not run twice.
 package dbtest
 
 import (
@@ -91,10 +97,41 @@ func ping(db *sql.DB) error {
 	return db.PingContext(ctx)
 }
 
+// backendNames are the names ENTFLAKE_TEST_BACKENDS may list.
+var backendNames = []string{"mariadb", "postgres", "sqlite"}
+
+// Selected skips the test unless ENTFLAKE_TEST_BACKENDS is empty or names
+// backend, and fails it when the variable names a backend that does not
+// exist (a typo must not quietly run nothing).
+func Selected(t testing.TB, backend string) {
+	t.Helper()
+	list := os.Getenv("ENTFLAKE_TEST_BACKENDS")
+	if list == "" {
+		return
+	}
+	found := false
+	for _, name := range strings.Split(list, ",") {
+		name = strings.TrimSpace(name)
+		known := false
+		for _, b := range backendNames {
+			known = known || b == name
+		}
+		if !known {
+			t.Fatalf("ENTFLAKE_TEST_BACKENDS=%q: unknown backend %q (want a comma-separated list of %s)",
+				list, name, strings.Join(backendNames, ", "))
+		}
+		found = found || name == backend
+	}
+	if !found {
+		t.Skipf("%s is not in ENTFLAKE_TEST_BACKENDS=%q", backend, list)
+	}
+}
+
 // MySQLAdmin returns a pool on the server as its administrative user, with no
 // database selected.
 func MySQLAdmin(t testing.TB) *sql.DB {
 	t.Helper()
+	Selected(t, "mariadb")
 	db, err := sql.Open("mysql", env("ENTFLAKE_TEST_MYSQL", DefaultMySQL))
 	if err != nil {
 		t.Fatalf("mysql DSN: %v", err)
@@ -104,6 +141,29 @@ func MySQLAdmin(t testing.TB) *sql.DB {
 		unavailable(t, "MariaDB/MySQL", err)
 	}
 	return db
+}
+
+var tidb struct {
+	once sync.Once
+	is   bool
+	err  error
+}
+
+// TiDB reports whether the MySQL-protocol server at ENTFLAKE_TEST_MYSQL is
+// TiDB (its VERSION() names it), for the tests that show where TiDB differs
+// from MariaDB.
+func TiDB(t testing.TB) bool {
+	t.Helper()
+	admin := MySQLAdmin(t)
+	tidb.once.Do(func() {
+		var v string
+		tidb.err = admin.QueryRow("SELECT VERSION()").Scan(&v)
+		tidb.is = strings.Contains(v, "TiDB")
+	})
+	if tidb.err != nil {
+		t.Fatalf("server version: %v", tidb.err)
+	}
+	return tidb.is
 }
 
 // MySQL creates a fresh database on the MariaDB/MySQL server and drops it
@@ -143,6 +203,7 @@ func MySQLDSN(t testing.TB, user, name string) string {
 // PostgresAdmin returns a pool on the server's administrative database.
 func PostgresAdmin(t testing.TB) *sql.DB {
 	t.Helper()
+	Selected(t, "postgres")
 	db, err := sql.Open("pgx", env("ENTFLAKE_TEST_POSTGRES", DefaultPostgres))
 	if err != nil {
 		t.Fatalf("postgres DSN: %v", err)
@@ -191,6 +252,7 @@ func PostgresDSN(t testing.TB, user, name string) string {
 // Connections wait up to 10 s for a lock (busy_timeout) and use WAL.
 func SQLite(t testing.TB) *DB {
 	t.Helper()
+	Selected(t, "sqlite")
 	path := filepath.Join(t.TempDir(), "entflake.db")
 	d := &DB{Name: path, DSN: SQLiteDSN(path), Driver: "sqlite"}
 	d.DB = d.Open(t)
@@ -268,7 +330,10 @@ const JavaDDL = "CREATE TABLE IF NOT EXISTS `sys_sequence` (" +
 // ForEach runs f as a subtest for each backend.
 func ForEach(t *testing.T, f func(t *testing.T, b Backend)) {
 	for _, b := range Backends {
-		t.Run(b.Name, func(t *testing.T) { f(t, b) })
+		t.Run(b.Name, func(t *testing.T) {
+			Selected(t, b.Name)
+			f(t, b)
+		})
 	}
 }
 

@@ -83,9 +83,10 @@ func duplicateKey(err error) bool {
 
 // retryable: a conflict that a second try can get past. MySQL 1213
 // (deadlock, the transaction was rolled back) and 1205 (lock wait timeout);
-// PostgreSQL 40001 (serialization_failure), 40P01 (deadlock_detected) and
-// 55P03 (lock_not_available); SQLite SQLITE_BUSY and SQLITE_LOCKED with
-// their extended codes.
+// TiDB's own conflicts (see tidbConflict); PostgreSQL 40001
+// (serialization_failure), 40P01 (deadlock_detected) and 55P03
+// (lock_not_available); SQLite SQLITE_BUSY and SQLITE_LOCKED with their
+// extended codes.
 func retryable(err error) bool {
 	e, ok := classify(err)
 	if !ok {
@@ -94,9 +95,36 @@ func retryable(err error) bool {
 	switch {
 	case e.mysql == 1213 || e.mysql == 1205:
 		return true
+	case tidbConflict(e):
+		return true
 	case e.pg == "40001" || e.pg == "40P01" || e.pg == "55P03":
 		return true
 	case e.sqlite != 0 && (e.sqlite&0xff == 5 || e.sqlite&0xff == 6):
+		return true
+	}
+	return false
+}
+
+// tidbConflict: TiDB's answers that mean the transaction lost a conflict
+// and was rolled back, so that running it again from its start is safe (as
+// TiDB's error reference says of each):
+//   - 1105 with "pessimistic lock retry limit reached": a pessimistic
+//     statement kept meeting newer writes to its rows (the pool row, under a
+//     storm of takes) and TiDB gave up retrying it inside the server. 1105 is
+//     MySQL's catch-all ER_UNKNOWN_ERROR, so only this message is a
+//     conflict; any other 1105 is not retried;
+//   - 8002: a SELECT ... FOR UPDATE transaction met a write conflict at
+//     commit (optimistic mode);
+//   - 8005 and 9007: write conflicts (optimistic mode, or
+//     tidb_txn_mode='optimistic' set by the application);
+//   - 8022: "KV error safe to retry";
+//   - 8028: the schema changed while the transaction ran (another copy's
+//     DDL on the lease tables, at first start).
+func tidbConflict(e dbError) bool {
+	switch e.mysql {
+	case 1105:
+		return strings.Contains(e.text, "pessimistic lock retry limit reached")
+	case 8002, 8005, 9007, 8022, 8028:
 		return true
 	}
 	return false

@@ -149,14 +149,47 @@ func (s *session) move(ctx context.Context, format string) (int64, error) {
 		if attempt > 0 {
 			return 0, ErrNoPoolRow
 		}
+		settingUp, err := s.settingUp(ctx)
+		if err != nil {
+			return 0, err
+		}
+		var inserted int64
 		if err := retryConflicts(ctx, func() error {
-			_, err := s.conn.ExecContext(ctx, s.q.seed)
+			res, err := s.conn.ExecContext(ctx, s.q.seed)
+			if err == nil {
+				inserted, err = res.RowsAffected()
+			}
 			return err
 		}); err != nil {
 			return 0, fmt.Errorf("re-seed the pool row: %w", err)
 		}
-		s.reseeded = true
+		// Put back by this seed, not by another starter since the move.
+		s.reseeded = s.reseeded || inserted == 1 && !settingUp
 	}
+}
+
+// settingUp reports, when the counter row is missing, whether another
+// starter may be creating the tables right now, rather than the row having
+// gone missing. MySQL's DDL commits statement by statement: between another
+// starter's CREATE TABLE sys_sequence and its seed, this one's counter
+// finds the table and no row (seen in up to 7 of 16 starters on a fresh
+// MariaDB database). ensure seeds the row before it creates the slot table,
+// so while the slot table is absent the tables are being set up; once it is
+// there, the creator's seed has committed, and a seed of this session's
+// that still inserts a row (affected rows 1; an existing row gives 0, or 1
+// under the DSN option clientFoundRows) puts back one that was lost, or
+// that tables made by another tool never had. Where DDL is transactional
+// the tables appear with the row, and a row this session inserts is always
+// one that was missing.
+func (s *session) settingUp(ctx context.Context) (bool, error) {
+	if s.r.Dialect != dialect.MySQL {
+		return false, nil
+	}
+	var n int
+	if err := s.conn.QueryRowContext(ctx, s.q.exists, schema.SlotTableName).Scan(&n); err != nil {
+		return false, fmt.Errorf("look for table %s: %w", schema.SlotTableName, err)
+	}
+	return n == 0, nil
 }
 
 func (s *session) count(ctx context.Context, stmt string) (v int64, found bool, err error) {
@@ -373,7 +406,27 @@ func (s *session) ensure(ctx context.Context) (created []string, err error) {
 			return nil, err
 		}
 	}
+	seeded := false
+	seed := func() error {
+		if _, err := x.ExecContext(ctx, s.q.seed); err != nil {
+			return fmt.Errorf("seed the pool row: %w", err)
+		}
+		seeded = true
+		return nil
+	}
 	for _, t := range missing {
+		// Seed the pool row before the slot table exists. On MySQL each
+		// DDL statement commits by itself, and another starter that finds
+		// both tables skips ensure: if the row came after the slot table,
+		// such a starter could move a counter that is not there yet and
+		// log "counter row restored" on a database that is merely new.
+		// With the row first, "both tables exist" implies "the row was
+		// seeded" (missing lists sys_sequence before the slot table).
+		if t == schema.SlotTableName {
+			if err := seed(); err != nil {
+				return nil, err
+			}
+		}
 		stmts, err := schema.TableStatements(s.r.Dialect, t)
 		if err != nil {
 			return nil, err
@@ -385,8 +438,12 @@ func (s *session) ensure(ctx context.Context) (created []string, err error) {
 		}
 		created = append(created, t)
 	}
-	if _, err := x.ExecContext(ctx, s.q.seed); err != nil {
-		return nil, fmt.Errorf("seed the pool row: %w", err)
+	if !seeded {
+		// Only sys_sequence was missing, or it came from another tool
+		// without the row: seeding is idempotent.
+		if err := seed(); err != nil {
+			return nil, err
+		}
 	}
 	if err := commit(); err != nil {
 		return nil, fmt.Errorf("commit the new tables: %w", err)
