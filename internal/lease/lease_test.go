@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"entgo.io/ent/dialect"
+	"github.com/go-sql-driver/mysql"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -478,6 +479,63 @@ func TestRowLockedTimesOut(t *testing.T) {
 				require.NoError(t, db.QueryRow("SELECT COUNT(*) FROM sys_sequence_slot WHERE service_name = 'abandoned'").Scan(&n))
 				assert.Zero(t, n, "an abandoned take claims no slot")
 			})
+		})
+	}
+}
+
+// TestAutocommitLockWait shows where TiDB's lock waits differ from
+// MariaDB's, which the lease's bounds depend on: with
+// innodb_lock_wait_timeout at 1 s and the pool row held for 3 s, an
+// autocommit UPDATE gives up with 1205 after about 1 s on MariaDB, and on
+// TiDB waits until the holder lets go (TiDB runs an autocommit statement
+// optimistically: the bound is for pessimistic lock waits, which only
+// explicit transactions make). Inside an explicit transaction both give up
+// after about 1 s. So on TiDB the lease's own deadline (its context) is
+// what bounds the counter's wait, not the server: the client gives up in
+// time, and the abandoned UPDATE may move the counter later, which costs
+// nothing (the counter only says where to look).
+func TestAutocommitLockWait(t *testing.T) {
+	db := dbtest.MySQL(t)
+	take(t, request(db.DB, dialect.MySQL, "svc"))
+	tidb := dbtest.TiDB(t)
+	const hold = 3 * time.Second
+	for _, explicit := range []bool{false, true} {
+		t.Run(map[bool]string{false: "autocommit", true: "explicit transaction"}[explicit], func(t *testing.T) {
+			release := db.LockPoolRow(t, dialect.MySQL)
+			held := time.AfterFunc(hold, release)
+			defer held.Stop()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			conn, err := db.Conn(ctx)
+			require.NoError(t, err)
+			defer conn.Close()
+			_, err = conn.ExecContext(ctx, "SET SESSION innodb_lock_wait_timeout = 1")
+			require.NoError(t, err)
+			update := "UPDATE sys_sequence SET worker_id = worker_id + 1 WHERE service_name = '__global__'"
+			start := time.Now()
+			if explicit {
+				var tx *sql.Tx
+				tx, err = conn.BeginTx(ctx, nil)
+				require.NoError(t, err)
+				defer tx.Rollback()
+				_, err = tx.ExecContext(ctx, update)
+			} else {
+				_, err = conn.ExecContext(ctx, update)
+			}
+			elapsed := time.Since(start)
+			if tidb && !explicit {
+				require.NoError(t, err, "TiDB: the autocommit UPDATE waits for the holder")
+				assert.GreaterOrEqual(t, elapsed, hold-500*time.Millisecond, "waited past its 1 s bound, until the holder let go")
+				return
+			}
+			var my *mysql.MySQLError
+			require.ErrorAs(t, err, &my)
+			assert.Equal(t, uint16(1205), my.Number, "lock wait timeout")
+			assert.Less(t, elapsed, hold-time.Second, "gave up at the server's bound, before the holder let go")
+			if !held.Stop() {
+				return
+			}
+			release()
 		})
 	}
 }
