@@ -21,11 +21,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"os"
+	"strings"
+	"time"
 
 	"entgo.io/ent/dialect"
 	entsql "entgo.io/ent/dialect/sql"
-	_ "github.com/go-sql-driver/mysql" // "mysql"
+	"github.com/go-sql-driver/mysql"   // registers "mysql"
 	_ "github.com/jackc/pgx/v5/stdlib" // "pgx"
 	_ "modernc.org/sqlite"             // "sqlite", pure Go
 
@@ -179,8 +182,8 @@ func migrate(ctx context.Context, db *sql.DB, dialectName string, client *ent.Cl
 		return err
 	}
 	defer conn.Close()
-	var got sql.NullInt64
-	if err := conn.QueryRowContext(ctx, lock, args...).Scan(&got); err != nil {
+	got, err := takeLock(ctx, conn, lock, args)
+	if err != nil {
 		return err
 	}
 	if got.Int64 != 1 {
@@ -191,6 +194,32 @@ func migrate(ctx context.Context, db *sql.DB, dialectName string, client *ent.Cl
 		_ = conn.QueryRowContext(context.WithoutCancel(ctx), unlock, args...).Scan(&released)
 	}()
 	return client.Schema.Create(ctx)
+}
+
+// lockWait bounds the wait for the migration lock, as GET_LOCK's timeout.
+const lockWait = 60 * time.Second
+
+// takeLock runs the lock statement. TiDB implements GET_LOCK with
+// pessimistic locks on a table of its own, and under contention (16 copies
+// at once) answers some callers "Error 1105: pessimistic lock retry limit
+// reached" instead of waiting: that answer is tried again, up to lockWait
+// in all. MariaDB and MySQL wait inside GET_LOCK.
+func takeLock(ctx context.Context, conn *sql.Conn, lock string, args []any) (sql.NullInt64, error) {
+	var got sql.NullInt64
+	deadline := time.Now().Add(lockWait)
+	for {
+		err := conn.QueryRowContext(ctx, lock, args...).Scan(&got)
+		var my *mysql.MySQLError
+		if err == nil || !errors.As(err, &my) || my.Number != 1105 ||
+			!strings.Contains(my.Message, "pessimistic lock retry limit reached") || time.Now().After(deadline) {
+			return got, err
+		}
+		select {
+		case <-ctx.Done():
+			return got, ctx.Err()
+		case <-time.After(time.Duration(10+rand.IntN(40)) * time.Millisecond):
+		}
+	}
 }
 
 // assigned is an id and what it was given to.
