@@ -94,9 +94,14 @@ func (h Holding) writeOnce(ctx context.Context, what, stmt string, args ...any) 
 	}
 	if n == 0 {
 		// Nothing matched: every write moves beats, so a matched row always
-		// counts as changed. Say who holds it now.
+		// counts as changed. Say who holds it now, read in a transaction
+		// of its own: TiDB takes a transaction's snapshot at its start, so
+		// a read in this one would show the slot as it was before the take
+		// that made the UPDATE (which reads the latest rows) match nothing
+		// (seen on TiDB: "found slot 1: fence 1" for a slot at fence 2).
+		_ = tx.Rollback()
 		return fmt.Errorf("%w: %s slot %d with fence %d found %s", ErrLost, what, h.WorkerID, h.Fence,
-			describe(ctx, tx, textFor(h.Dialect), h.WorkerID))
+			h.describe(ctx))
 	}
 	// An error here with the server's answer (40001 from CockroachDB's or
 	// YugabyteDB's serializable commit, or from a deferred check) means the
@@ -108,6 +113,18 @@ func (h Holding) writeOnce(ctx context.Context, what, stmt string, args ...any) 
 		return fmt.Errorf("%s slot %d: commit: %w", what, h.WorkerID, err)
 	}
 	return nil
+}
+
+// describe says who holds the slot now, read in a transaction that ends
+// here (with autocommit off in the DSN, a bare SELECT would leave one open
+// on a pooled connection).
+func (h Holding) describe(ctx context.Context) string {
+	tx, err := h.DB.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Sprintf("slot %d could not be read: %v", h.WorkerID, err)
+	}
+	defer tx.Rollback()
+	return describe(ctx, tx, textFor(h.Dialect), h.WorkerID)
 }
 
 // Audit upserts the service's row in sys_sequence: who started last, and
