@@ -208,7 +208,8 @@ func TestHeldAfterOtherFailure(t *testing.T) {
 	down, err := sql.Open(db.Driver, b.ClosedDSN(t))
 	require.NoError(t, err)
 	defer down.Close()
-	c := newConfig([]Option{WithService("ledger"), WithHeartbeat(fastBeat), quiet()})
+	sink, logOpt := newSink()
+	c := newConfig([]Option{WithService("ledger"), WithHeartbeat(fastBeat), logOpt})
 	require.NoError(t, c.validate())
 	g, err := c.build(7, SourceExplicit, "ledger@other@1@1")
 	require.NoError(t, err)
@@ -222,6 +223,13 @@ func TestHeldAfterOtherFailure(t *testing.T) {
 	assert.ErrorIs(t, err, ErrFenced)
 	_, err = holder.NextID()
 	assert.NoError(t, err)
+	assert.Equal(t, int64(1), g.Stats().Fencings, "finding 7 held fenced the generator")
+	k.acquire(t.Context()) // still held: the same fencing, not another
+	st := g.Stats()
+	assert.Equal(t, int64(1), st.Fencings, "one fencing, however many takes find it held")
+	assert.Zero(t, st.Switches)
+	assert.Equal(t, LeaseLost, g.Lease().State)
+	assert.Len(t, sink.find(slog.LevelError, "background lease failed"), 1, "said once, at ERROR")
 }
 
 // TestVanishedRowRetaken: the slot rows vanish (a restore, a truncate) and
