@@ -256,11 +256,19 @@ func TestLostLease(t *testing.T) {
 			acked, _ := slotPromise(t, db.DB, w)
 			eventually(t, 5*time.Second, func() bool { _, _, l, _ := is.snapshot(); return l > 0 },
 				"NextID never failed with ErrLeaseLost")
+			// The keeper stops the generator first and logs after: the log
+			// may come a moment after the first ErrLeaseLost.
+			eventually(t, 5*time.Second, func() bool { return len(sink.find(slog.LevelError, "worker lease lost")) > 0 },
+				"no ERROR log of the lost lease")
 			require.Len(t, sink.find(slog.LevelError, "worker lease lost"), 1)
 			assert.Contains(t, sink.find(slog.LevelError, "worker lease lost")[0].attrs["error"], "thief")
 			// The keeper takes another slot and switches to it.
 			eventually(t, 5*time.Second, func() bool { return g.WorkerID() != w && g.Lease().State == LeaseHeld },
 				"no new slot after the loss")
+			// The keeper counts the switch, then logs it, just after it
+			// moved the generator.
+			eventually(t, 5*time.Second, func() bool { return len(sink.find(slog.LevelInfo, "switched to leased worker id")) > 0 },
+				"no INFO log of the switch")
 			n := is.mark()
 			eventually(t, 2*time.Second, func() bool { return is.mark() > n+10 }, "no IDs after the switch")
 			is.halt()
@@ -362,6 +370,8 @@ func TestFallbackUpgrade(t *testing.T) {
 		eventually(t, 10*time.Second, func() bool { return g.Source() == SourceLease }, "never switched to a lease")
 		assert.Less(t, time.Since(released), hb.Interval+2*time.Second, "switched within about one renewal interval")
 		assert.Equal(t, LeaseHeld, g.Lease().State)
+		// The keeper counts the switch just after it moved the generator.
+		eventually(t, 5*time.Second, func() bool { return g.Stats().Switches > 0 }, "the switch was not counted")
 		st := g.Stats()
 		assert.Equal(t, int64(1), st.Switches, "the upgrade is one switch")
 		assert.Equal(t, SourceLease, st.Source)
