@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -122,4 +123,70 @@ func TestBinlogStatement(t *testing.T) {
 	require.NoError(t, db.QueryRow(fmt.Sprintf("SELECT expires_ms FROM sys_sequence_slot WHERE worker_id = %d", first.WorkerID)).Scan(&expires))
 	assert.Zero(t, expires)
 	mustTakeForLife(t, request(db, dialect.MySQL, "life"))
+}
+
+// TestCommitEndsWithContext: a COMMIT that the server does not answer (here
+// held by MariaDB's BACKUP STAGE BLOCK_COMMIT, which lets the UPDATE run and
+// stops every COMMIT; a blackholed network does the same) ends with the
+// caller's context: Renew, Release and Audit return within their deadline
+// with an error, instead of waiting for the server (go-sql-driver's
+// Tx.Commit watches no context; see tx). Nothing they ran was committed,
+// and once commits flow again the slot renews. The server is the test's own
+// (statementServer): BLOCK_COMMIT stops every commit on a server, and the
+// shared one serves other tests at the same time.
+func TestCommitEndsWithContext(t *testing.T) {
+	db, err := sql.Open("mysql", statementServer(t))
+	require.NoError(t, err)
+	defer db.Close()
+	slot := take(t, request(db, dialect.MySQL, "svc"))
+	h := holding(db, dialect.MySQL, slot)
+	promise := func() (p, expires int64) {
+		require.NoError(t, db.QueryRow(fmt.Sprintf("SELECT promise_ms, expires_ms FROM sys_sequence_slot WHERE worker_id = %d",
+			slot.WorkerID)).Scan(&p, &expires))
+		return p, expires
+	}
+	p0, _ := promise()
+
+	ctx := context.Background()
+	backup, err := db.Conn(ctx)
+	require.NoError(t, err)
+	defer backup.Close()
+	for _, stage := range []string{"START", "FLUSH", "BLOCK_DDL", "BLOCK_COMMIT"} {
+		_, err := backup.ExecContext(ctx, "BACKUP STAGE "+stage)
+		require.NoError(t, err)
+	}
+	// Commits flow again after 6 s whatever happens, so that a COMMIT that
+	// does not end with its context shows as a slow call, not a hang.
+	var ended sync.Once
+	end := func() {
+		ended.Do(func() {
+			_, err := backup.ExecContext(context.Background(), "BACKUP STAGE END")
+			assert.NoError(t, err)
+		})
+	}
+	defer time.AfterFunc(6*time.Second, end).Stop()
+
+	for _, c := range []struct {
+		name string
+		op   func(ctx context.Context) error
+	}{
+		{"renew", func(ctx context.Context) error { return Renew(ctx, h, 60_000, p0+60_000) }},
+		{"release", func(ctx context.Context) error { return Release(ctx, h, p0) }},
+		{"audit", func(ctx context.Context) error {
+			return Audit(ctx, db, dialect.MySQL, "svc", "svc@h@1@1", slot.WorkerID)
+		}},
+	} {
+		cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		start := time.Now()
+		err := c.op(cctx)
+		elapsed := time.Since(start)
+		cancel()
+		assert.Error(t, err, c.name)
+		assert.Less(t, elapsed, 2*time.Second, "%s returned with its 500 ms deadline, not when commits flowed again", c.name)
+	}
+	end()
+	p, expires := promise()
+	assert.Equal(t, p0, p, "the renewal's raised promise was not committed")
+	assert.NotZero(t, expires, "the release was not committed")
+	require.NoError(t, Renew(ctx, h, 60_000, p0+1000), "the slot renews once commits flow")
 }

@@ -32,7 +32,8 @@ func (r Request) Holding(s Slot) Holding {
 // The UPDATE runs in an explicit transaction, so that it commits whatever
 // the DSN's autocommit, and so that a renewal the client gave up on (its
 // deadline ended, the connection broke) is rolled back on the server when
-// it notices the client has gone, instead of committing unseen. The
+// it notices the client has gone, instead of committing unseen. Its COMMIT
+// ends with ctx too (see tx). The
 // transaction has the session's default isolation on MySQL (READ COMMITTED
 // is refused for writes under binlog_format=STATEMENT) and READ COMMITTED on
 // PostgreSQL (under REPEATABLE READ a concurrent take would make it fail
@@ -76,7 +77,7 @@ func (h Holding) writeOnce(ctx context.Context, what, stmt string, args ...any) 
 	if h.Dialect == dialect.Postgres {
 		opts = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 	}
-	tx, err := h.DB.BeginTx(ctx, opts)
+	tx, err := beginTx(ctx, h.DB, h.Dialect, opts)
 	if err != nil {
 		return fmt.Errorf("%s slot %d: begin: %w", what, h.WorkerID, err)
 	}
@@ -99,7 +100,7 @@ func (h Holding) writeOnce(ctx context.Context, what, stmt string, args ...any) 
 		// a read in this one would show the slot as it was before the take
 		// that made the UPDATE (which reads the latest rows) match nothing
 		// (seen on TiDB: "found slot 1: fence 1" for a slot at fence 2).
-		_ = tx.Rollback()
+		tx.Rollback()
 		return fmt.Errorf("%w: %s slot %d with fence %d found %s", ErrLost, what, h.WorkerID, h.Fence,
 			h.describe(ctx))
 	}
@@ -119,7 +120,7 @@ func (h Holding) writeOnce(ctx context.Context, what, stmt string, args ...any) 
 // here (with autocommit off in the DSN, a bare SELECT would leave one open
 // on a pooled connection).
 func (h Holding) describe(ctx context.Context) string {
-	tx, err := h.DB.BeginTx(ctx, nil)
+	tx, err := beginTx(ctx, h.DB, h.Dialect, nil)
 	if err != nil {
 		return fmt.Sprintf("slot %d could not be read: %v", h.WorkerID, err)
 	}
@@ -137,15 +138,10 @@ func Audit(ctx context.Context, db *sql.DB, dialectName, service, instance strin
 	// A transaction, so that it commits whatever the DSN's autocommit; run
 	// again after a conflict, as write does (an upsert of the same values).
 	return retryConflicts(ctx, func() error {
-		tx, err := db.BeginTx(ctx, nil)
-		if err != nil {
+		return inTx(ctx, db, dialectName, nil, func(tx *tx) error {
+			_, err := tx.ExecContext(ctx, textFor(dialectName).audit, args...)
 			return err
-		}
-		defer tx.Rollback()
-		if _, err := tx.ExecContext(ctx, textFor(dialectName).audit, args...); err != nil {
-			return err
-		}
-		return tx.Commit()
+		})
 	})
 }
 

@@ -168,7 +168,7 @@ func (s *session) settle(ctx context.Context, slot Slot, took bool, err error) (
 	// bare SELECT would leave one open, and its snapshot, on a pooled
 	// connection.
 	rerr := func() error {
-		tx, err := s.r.DB.BeginTx(rctx, nil)
+		tx, err := beginTx(rctx, s.r.DB, s.r.Dialect, nil)
 		if err != nil {
 			return err
 		}
