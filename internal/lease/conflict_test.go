@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -291,57 +290,6 @@ func TestRetryableTiDB(t *testing.T) {
 		wrapped := fmt.Errorf("take: %w", c.err)
 		assert.Equal(t, c.want, retryable(wrapped), "%d %s", c.err.Number, c.err.Message)
 	}
-}
-
-// TestTiDBLockLimitIsRetryable: a real "pessimistic lock retry limit
-// reached" from TiDB, provoked by 16 sessions contending for one GET_LOCK
-// (which TiDB implements with pessimistic locks on a table of its own), is
-// the error retryable accepts: the driver's *mysql.MySQLError with number
-// 1105 and that message, as the server words it. TiDB only.
-func TestTiDBLockLimitIsRetryable(t *testing.T) {
-	db := dbtest.MySQL(t)
-	if !dbtest.TiDB(t) {
-		t.Skip("TiDB only (tidb/run): MariaDB's GET_LOCK waits")
-	}
-	db.SetMaxOpenConns(16)
-	var (
-		mu   sync.Mutex
-		seen []error
-	)
-	for round := 0; round < 50 && len(seen) == 0; round++ {
-		var wg sync.WaitGroup
-		for range 16 {
-			wg.Go(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				defer cancel()
-				conn, err := db.Conn(ctx)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				defer conn.Close()
-				var got sql.NullInt64
-				if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK('entflake_contended', 10)").Scan(&got); err != nil {
-					mu.Lock()
-					seen = append(seen, err)
-					mu.Unlock()
-					return
-				}
-				time.Sleep(20 * time.Millisecond)
-				_, err = conn.ExecContext(ctx, "DO RELEASE_LOCK('entflake_contended')")
-				assert.NoError(t, err)
-			})
-		}
-		wg.Wait()
-	}
-	require.NotEmpty(t, seen, "16 sessions contending for one GET_LOCK, 50 rounds: TiDB answered none with 1105")
-	for _, err := range seen {
-		var my *mysql.MySQLError
-		require.ErrorAs(t, err, &my)
-		assert.Equal(t, uint16(1105), my.Number, "%v", err)
-		assert.True(t, retryable(err), "retryable: %v", err)
-	}
-	t.Logf("%d of the GET_LOCK calls answered %v", len(seen), seen[0])
 }
 
 // TestTiDBOptimisticConflictRetried: on TiDB with tidb_txn_mode

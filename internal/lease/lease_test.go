@@ -472,7 +472,11 @@ func TestRowLockedTimesOut(t *testing.T) {
 				time.Sleep(c.until - elapsed)
 				release() // an UPDATE still queued on the server would run now
 				time.Sleep(time.Second)
-				if !c.moved || b.Dialect != dialect.MySQL {
+				// TiDB puts no server bound on the autocommit UPDATE's
+				// wait (TestAutocommitLockWait): the abandoned one may run
+				// when the holder lets go, whenever that is.
+				tidb := b.Dialect == dialect.MySQL && dbtest.TiDB(t)
+				if (!c.moved || b.Dialect != dialect.MySQL) && !tidb {
 					assert.Equal(t, before, poolValue(t, db.DB), "the server gave up the abandoned UPDATE")
 				}
 				var n int
