@@ -185,11 +185,8 @@ func (s *session) settingUp(ctx context.Context) (bool, error) {
 	if s.r.Dialect != dialect.MySQL {
 		return false, nil
 	}
-	var n int
-	if err := s.conn.QueryRowContext(ctx, s.q.exists, schema.SlotTableName).Scan(&n); err != nil {
-		return false, fmt.Errorf("look for table %s: %w", schema.SlotTableName, err)
-	}
-	return n == 0, nil
+	exists, err := s.tableExists(ctx, s.conn, schema.SlotTableName)
+	return !exists, err
 }
 
 func (s *session) count(ctx context.Context, stmt string) (v int64, found bool, err error) {
@@ -516,15 +513,24 @@ func (s *session) begin(ctx context.Context) (x interface {
 func (s *session) missing(ctx context.Context, x querier) ([]string, error) {
 	var out []string
 	for _, t := range []string{schema.TableName, schema.SlotTableName} {
-		var exists bool
-		if err := x.QueryRowContext(ctx, s.q.exists, t).Scan(&exists); err != nil {
-			return nil, fmt.Errorf("look for table %s: %w", t, err)
+		exists, err := s.tableExists(ctx, x, t)
+		if err != nil {
+			return nil, err
 		}
 		if !exists {
 			out = append(out, t)
 		}
 	}
 	return out, nil
+}
+
+// tableExists reports whether table is there, as x sees it.
+func (s *session) tableExists(ctx context.Context, x querier, table string) (bool, error) {
+	var exists bool
+	if err := x.QueryRowContext(ctx, s.q.exists, table).Scan(&exists); err != nil {
+		return false, fmt.Errorf("look for table %s: %w", table, err)
+	}
+	return exists, nil
 }
 
 // execer is what ensure needs of a *sql.Conn or *sql.Tx.
