@@ -445,7 +445,7 @@ func TestConcurrentOpens(t *testing.T) {
 		ids := map[int64]bool{}
 		for _, g := range gens {
 			require.NotNil(t, g)
-			require.Equal(t, SourceLease, g.Source())
+			require.Equal(t, SourceLease, g.Source(), "fell back: %v", g.Lease().Err)
 			require.False(t, seen[g.WorkerID()], "worker id %d twice", g.WorkerID())
 			seen[g.WorkerID()] = true
 			for range 1000 {

@@ -241,24 +241,20 @@ func Take(ctx context.Context, r Request) (Slot, error) {
 		return Slot{}, fmt.Errorf("lease from %s (%s): %w", schema.SlotTableName, r.Dialect, err)
 	}
 	defer s.close(ctx)
-	var created []string
-	for attempt := 0; ; attempt++ {
-		slot, err := s.take(ctx)
-		if err != nil && missingTable(err) && attempt == 0 {
-			if created, err = s.ensureRetried(ctx); err == nil {
-				continue
-			}
+	var slot Slot
+	created, err := s.withTables(ctx, func() (err error) {
+		slot, err = s.take(ctx)
+		return err
+	})
+	if err != nil {
+		if !retryable(err) {
+			// The deadline may have passed in the try after a conflict.
+			err = afterConflicts(ctx, err, s.conflicts, s.lastConflict)
 		}
-		if err != nil {
-			if !retryable(err) {
-				// The deadline may have passed in the try after a conflict.
-				err = afterConflicts(ctx, err, s.conflicts, s.lastConflict)
-			}
-			return Slot{}, fmt.Errorf("lease from %s (%s): %w", schema.SlotTableName, r.Dialect, err)
-		}
-		slot.Created, slot.Reseeded, slot.Instance = created, s.reseeded, r.Instance
-		return slot, nil
+		return Slot{}, fmt.Errorf("lease from %s (%s): %w", schema.SlotTableName, r.Dialect, err)
 	}
+	slot.Created, slot.Reseeded, slot.Instance = created, s.reseeded, r.Instance
+	return slot, nil
 }
 
 // Lease is the outcome of a lifetime take.
@@ -303,8 +299,8 @@ func takeForLife(ctx context.Context, r *Request) (l Lease, err error) {
 		return l, err
 	}
 	defer s.close(ctx)
-	for attempt := 0; ; attempt++ {
-		err = readClock(&l.Clock, r.Now, func(dbMs *int64) error {
+	l.Created, err = s.withTables(ctx, func() error {
+		return readClock(&l.Clock, r.Now, func(dbMs *int64) error {
 			var err error
 			l.WorkerID, err = s.durableCounter(ctx)
 			if err == nil {
@@ -312,15 +308,9 @@ func takeForLife(ctx context.Context, r *Request) (l Lease, err error) {
 			}
 			return err
 		})
-		if err != nil && missingTable(err) && attempt == 0 {
-			if l.Created, err = s.ensureRetried(ctx); err == nil {
-				continue
-			}
-		}
-		if err != nil {
-			return l, err
-		}
-		break
+	})
+	if err != nil {
+		return l, err
 	}
 	l.Reseeded, l.Wrapped = s.reseeded, l.WorkerID == 0
 	return l, nil

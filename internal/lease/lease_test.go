@@ -298,6 +298,60 @@ func TestFreshDatabaseStorm(t *testing.T) {
 	})
 }
 
+// TestTableNotYetVisible: a lease table that ensure found or made, but that
+// statements still answer as missing (TiDB, until it loads the schema
+// version with another session's CREATE TABLE), is waited for: ensure and
+// the take run again until the take sees it. One ensure used to be all, and
+// the second miss failed the take (and made Open fall back). A miss that
+// outlasts the deadline ends the take in time. The misses are the server's
+// own answer to a query on a table that is not there.
+func TestTableNotYetVisible(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		db := b.Fresh(t)
+		r := request(db.DB, b.Dialect, "lag")
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		s, err := open(ctx, &r)
+		require.NoError(t, err)
+		defer s.close(context.Background())
+		miss := func(ctx context.Context) error {
+			var n int
+			err := s.conn.QueryRowContext(ctx, "SELECT COUNT(*) FROM entflake_not_there").Scan(&n)
+			require.True(t, missingTable(err) || ctx.Err() != nil, "not a missing table: %v", err)
+			return err
+		}
+
+		calls := 0
+		created, err := s.withTables(ctx, func() error {
+			if calls++; calls <= 4 {
+				return miss(ctx)
+			}
+			return nil
+		})
+		require.NoError(t, err)
+		assert.Equal(t, 5, calls, "four misses, then the table shows")
+		assert.Equal(t, []string{schema.TableName, schema.SlotTableName}, created, "made by the first ensure, found by the others")
+
+		short, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		start := time.Now()
+		calls = 0
+		_, err = s.withTables(short, func() error {
+			calls++
+			return miss(short)
+		})
+		require.Error(t, err)
+		assert.Less(t, time.Since(start), 5*time.Second, "the deadline bounds the wait")
+		assert.Greater(t, calls, 2, "retried while there was time")
+		if missingTable(err) {
+			assert.ErrorContains(t, err, "still missing after")
+		} else {
+			// The deadline passed inside a try rather than before one.
+			assert.ErrorIs(t, err, context.DeadlineExceeded)
+		}
+	})
+}
+
 // TestAuditRowHoldsWorkerID: the service's row records the id handed out
 // and the instance tag, not the Java allocator's constant 0.
 func TestAuditRowHoldsWorkerID(t *testing.T) {
