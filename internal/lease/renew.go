@@ -116,16 +116,17 @@ func (h Holding) writeOnce(ctx context.Context, what, stmt string, args ...any) 
 	return nil
 }
 
-// describe says who holds the slot now, read in a transaction that ends
-// here (with autocommit off in the DSN, a bare SELECT would leave one open
-// on a pooled connection).
+// describe says who holds the slot now, read in a transaction of its own.
 func (h Holding) describe(ctx context.Context) string {
-	tx, err := beginTx(ctx, h.DB, h.Dialect, nil)
+	var d string
+	err := readTx(ctx, h.DB, h.Dialect, func(tx *tx) error {
+		d = describe(ctx, tx, textFor(h.Dialect), h.WorkerID)
+		return nil
+	})
 	if err != nil {
 		return fmt.Sprintf("slot %d could not be read: %v", h.WorkerID, err)
 	}
-	defer tx.Rollback()
-	return describe(ctx, tx, textFor(h.Dialect), h.WorkerID)
+	return d
 }
 
 // Audit upserts the service's row in sys_sequence: who started last, and

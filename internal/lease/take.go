@@ -164,17 +164,9 @@ func (s *session) settle(ctx context.Context, slot Slot, took bool, err error) (
 	)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(remaining(ctx, 0), time.Second))
 	defer cancel()
-	// In a transaction that ends here: with autocommit off in the DSN, a
-	// bare SELECT would leave one open, and its snapshot, on a pooled
-	// connection.
-	rerr := func() error {
-		tx, err := beginTx(rctx, s.r.DB, s.r.Dialect, nil)
-		if err != nil {
-			return err
-		}
-		defer tx.Rollback()
+	rerr := readTx(rctx, s.r.DB, s.r.Dialect, func(tx *tx) error {
 		return tx.QueryRowContext(rctx, fmt.Sprintf(s.q.readBack, slot.WorkerID)).Scan(&fence, &instance)
-	}()
+	})
 	if rerr != nil {
 		return Slot{}, false, fmt.Errorf("take slot %d: %w (and reading it back failed: %v)", slot.WorkerID, err, rerr)
 	}

@@ -123,3 +123,16 @@ func inTx(ctx context.Context, db *sql.DB, dialectName string, opts *sql.TxOptio
 	}
 	return t.Commit()
 }
+
+// readTx runs f, which only reads, in a transaction of its own that it then
+// rolls back. A bare SELECT would do on its own, except with autocommit off
+// in the DSN: then it would leave a transaction open, and its snapshot, on a
+// pooled connection.
+func readTx(ctx context.Context, db *sql.DB, dialectName string, f func(*tx) error) error {
+	t, err := beginTx(ctx, db, dialectName, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer t.Rollback()
+	return f(t)
+}
