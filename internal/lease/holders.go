@@ -69,9 +69,9 @@ func Holders(ctx context.Context, db *sql.DB, dialect string) (nowMs int64, hs [
 		return 0, nil, err
 	}
 	q := textFor(dialect)
-	var exists bool
-	if err := db.QueryRowContext(ctx, q.exists, schema.SlotTableName).Scan(&exists); err != nil {
-		return 0, nil, fmt.Errorf("look for table %s: %w", schema.SlotTableName, err)
+	exists, err := tableExists(ctx, db, q, schema.SlotTableName)
+	if err != nil {
+		return 0, nil, err
 	}
 	if !exists {
 		return 0, nil, ErrNoSlotTable

@@ -186,7 +186,7 @@ func (s *session) settingUp(ctx context.Context) (bool, error) {
 	if s.r.Dialect != dialect.MySQL {
 		return false, nil
 	}
-	exists, err := s.tableExists(ctx, s.conn, schema.SlotTableName)
+	exists, err := tableExists(ctx, s.conn, s.q, schema.SlotTableName)
 	return !exists, err
 }
 
@@ -550,7 +550,7 @@ func (s *session) begin(ctx context.Context) (x interface {
 func (s *session) missing(ctx context.Context, x querier) ([]string, error) {
 	var out []string
 	for _, t := range []string{schema.TableName, schema.SlotTableName} {
-		exists, err := s.tableExists(ctx, x, t)
+		exists, err := tableExists(ctx, x, s.q, t)
 		if err != nil {
 			return nil, err
 		}
@@ -562,9 +562,9 @@ func (s *session) missing(ctx context.Context, x querier) ([]string, error) {
 }
 
 // tableExists reports whether table is there, as x sees it.
-func (s *session) tableExists(ctx context.Context, x querier, table string) (bool, error) {
+func tableExists(ctx context.Context, x querier, q *sqlText, table string) (bool, error) {
 	var exists bool
-	if err := x.QueryRowContext(ctx, s.q.exists, table).Scan(&exists); err != nil {
+	if err := x.QueryRowContext(ctx, q.exists, table).Scan(&exists); err != nil {
 		return false, fmt.Errorf("look for table %s: %w", table, err)
 	}
 	return exists, nil
