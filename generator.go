@@ -242,7 +242,7 @@ func (g *Generator) update(f func(s *LeaseStatus)) {
 func (g *Generator) Service() string { return g.service }
 
 // Instance returns the tag recorded with the worker id's slot
-// (service@host@pid@start-millis), or "" when the generator has none.
+// (service@host@pid@start-millis@random, unique to the generator), or "" when the generator has none.
 func (g *Generator) Instance() string { return g.instance }
 
 // Layout returns the generator's layout.

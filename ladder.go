@@ -109,7 +109,10 @@ func openDB(ctx context.Context, db *sql.DB, dialectName string, opts []Option) 
 	}
 	host := hostIdentity()
 	pid := os.Getpid()
-	instance := schema.TruncateInstance(fmt.Sprintf("%s@%s@%d@%d", c.service, host, pid, time.Now().UnixMilli()))
+	instance, err := instanceTag(c.service, host, pid, time.Now().UnixMilli())
+	if err != nil {
+		return nil, err
+	}
 
 	// Rung 1: a fixed worker id.
 	id, ok, err := c.explicitWorkerID()
@@ -269,7 +272,7 @@ func (c *config) openExplicit(ctx context.Context, db *sql.DB, dialectName strin
 		// The same service on the same pod: a crash-restarted StatefulSet
 		// pod, whose old incarnation is dead even if its slot still looks
 		// live. Its slot is taken over above its promise.
-		k.req.TakeOver = c.service + "@" + pod + "@"
+		k.req.TakeOver = instancePrefix(c.service, pod)
 	}
 	g, err := c.openLease(ctx, k)
 	if err == nil || errIs(err, ErrClockSkew, ErrLayoutMismatch, ErrWorkerHeld) {
@@ -372,22 +375,6 @@ func mapLeaseError(err error) error {
 		return fmt.Errorf("%w: %w", ErrAllWorkersHeld, err)
 	}
 	return err
-}
-
-// hostIdentity names this host the way an orchestrator does: POD_NAME (set
-// through Kubernetes' downward API), HOSTNAME (a container's id or name), or
-// the kernel's host name. In containers every process is often PID 1, so the
-// host is what tells replicas apart.
-func hostIdentity() string {
-	for _, env := range []string{"POD_NAME", "HOSTNAME"} {
-		if v := os.Getenv(env); v != "" {
-			return v
-		}
-	}
-	if h, err := os.Hostname(); err == nil && h != "" {
-		return h
-	}
-	return "unknown-host"
 }
 
 // fallbackWorkerID hashes service, host and process id (FNV-1a) into the

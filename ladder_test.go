@@ -520,14 +520,3 @@ func TestFallbackWorkerID(t *testing.T) {
 	assert.Equal(t, 38, evenOdds(1024))
 	assert.Equal(t, 7, evenOdds(32))
 }
-
-func TestHostIdentity(t *testing.T) {
-	t.Setenv("POD_NAME", "api-7d9f-x2")
-	t.Setenv("HOSTNAME", "container-id")
-	assert.Equal(t, "api-7d9f-x2", hostIdentity())
-	t.Setenv("POD_NAME", "")
-	assert.Equal(t, "container-id", hostIdentity())
-	t.Setenv("HOSTNAME", "")
-	h, _ := os.Hostname()
-	assert.Equal(t, h, hostIdentity())
-}

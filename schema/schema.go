@@ -5,13 +5,13 @@
 //	sys_sequence(                                     -- the counter, shared with the Java allocator
 //	  service_name VARCHAR(64)  PRIMARY KEY,          -- '__global__' is the pool row; others are audit rows
 //	  worker_id    INT NOT NULL DEFAULT 0,            -- pool row: last counter value; audit row: the id this service took last
-//	  instance     VARCHAR(128) NULL,                 -- who took it: service@host@pid@start-millis
+//	  instance     VARCHAR(128) NULL,                 -- who took it: service@host@pid@start-millis@random
 //	  updated_at   DATETIME NOT NULL DEFAULT CURRENT_TIMESTAMP)
 //
 //	sys_sequence_slot(                                -- one row per worker id, made when first taken
 //	  worker_id    INT PRIMARY KEY,                   -- 0 .. 2^workerBits-1
 //	  service_name VARCHAR(64) NULL,                  -- the holder's service
-//	  instance     VARCHAR(128) NULL,                 -- the holder: service@host@pid@start-millis
+//	  instance     VARCHAR(128) NULL,                 -- the holder: service@host@pid@start-millis@random
 //	  fence        BIGINT NOT NULL DEFAULT 0,         -- +1 at every take; renewals and the release name it
 //	  beats        BIGINT NOT NULL DEFAULT 0,         -- +1 at every write, so that every write changes the row
 //	  taken_ms     BIGINT NOT NULL DEFAULT 0,         -- database clock at the take, Unix ms
@@ -373,20 +373,4 @@ func ValidateService(name string) error {
 			ErrInvalidService, name)
 	}
 	return nil
-}
-
-// TruncateInstance cuts an instance tag to the column's 128 characters,
-// never inside a UTF-8 sequence.
-func TruncateInstance(tag string) string {
-	if utf8.RuneCountInString(tag) <= InstanceSize {
-		return tag
-	}
-	n := 0
-	for i := range tag {
-		if n == InstanceSize {
-			return tag[:i]
-		}
-		n++
-	}
-	return tag
 }

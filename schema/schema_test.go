@@ -97,13 +97,6 @@ func TestValidateService(t *testing.T) {
 	}
 }
 
-func TestTruncateInstance(t *testing.T) {
-	assert.Equal(t, "a@b@1@2", schema.TruncateInstance("a@b@1@2"))
-	long := strings.Repeat("é", 200)
-	cut := schema.TruncateInstance(long)
-	assert.Equal(t, strings.Repeat("é", 128), cut)
-}
-
 // migrate runs ent's migration (Atlas) of entflake's tables alone and
 // returns the changes it planned.
 func migrate(t *testing.T, b dbtest.Backend, db *dbtest.DB) []atlas.Change {
