@@ -60,6 +60,16 @@ const (
 	// PoolService is the service_name of the one row every service takes its
 	// worker id from.
 	PoolService = "__global__"
+	// LayoutService is the service_name of the row that holds the pool's
+	// layout and epoch: every live slot has this layout (the lease changes
+	// it only under the row's lock, with no live slot of another layout).
+	LayoutService = "__layout__"
+	// SlotsService is the service_name of the row that counts the slot rows
+	// made (its worker_id) and keeps, in its instance, the longest TTL any
+	// holder used and until when rows found deleted are made with a floor:
+	// so that a slot row deleted while its holder lives is told from one
+	// never made.
+	SlotsService = "__slots__"
 	// PoolInstance is the instance value the pool row is seeded with.
 	PoolInstance = "pool"
 	// ServiceNameSize is the most characters a service name may have.
@@ -356,7 +366,8 @@ func TableStatements(d, table string) ([]string, error) {
 
 // ValidateService returns ErrInvalidService, saying why, unless name fits the
 // service_name column (1 to 64 characters of valid UTF-8, no NUL, which
-// PostgreSQL cannot store) and is not the pool row's name.
+// PostgreSQL cannot store) and is not the name of one of the lease's own
+// rows (PoolService, LayoutService, SlotsService).
 func ValidateService(name string) error {
 	switch {
 	case name == "":
@@ -368,8 +379,8 @@ func ValidateService(name string) error {
 	case utf8.RuneCountInString(name) > ServiceNameSize:
 		return fmt.Errorf("%w %q: %d characters, the column holds %d",
 			ErrInvalidService, name, utf8.RuneCountInString(name), ServiceNameSize)
-	case name == PoolService:
-		return fmt.Errorf("%w %q: reserved for the pool row; its audit upsert would overwrite the pool",
+	case name == PoolService || name == LayoutService || name == SlotsService:
+		return fmt.Errorf("%w %q: reserved for a row of the lease's own; the service's audit upsert would overwrite it",
 			ErrInvalidService, name)
 	}
 	return nil

@@ -83,6 +83,8 @@ func TestValidateService(t *testing.T) {
 		"":                            false,
 		strings.Repeat("a", 65):       false,
 		"__global__":                  false,
+		"__layout__":                  false,
+		"__slots__":                   false,
 		"a\x00b":                      false,
 		"\xff\xfe":                    false,
 		"x'); DROP TABLE t; --":       true, // bound as a parameter, stored verbatim

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/entflake/entflake/internal/dbtest"
+	"github.com/entflake/entflake/schema"
 )
 
 // cutProxy relays TCP between the client and a database on loopback. Once
@@ -100,49 +101,76 @@ func (p *cutProxy) relay(client net.Conn) {
 	}
 }
 
-// claimText is how the claim of a slot with no row starts.
-const claimText = "INSERT INTO sys_sequence_slot"
+// claimText is how the claim of a slot starts: on a pool that is set up
+// (the first take made its rows and wrote its layout), a claim that runs
+// alone, as one statement.
+const claimText = "UPDATE sys_sequence_slot SET fence"
 
 // TestClaimAnswerLost: the server commits the claim of a slot but the
 // connection breaks before the client hears so. The lease reads the slot
 // back and keeps it (its instance tag and fence are there), instead of
 // failing with a slot taken and unused for a TTL. The DSNs send statements
 // as text (interpolateParams, pgx's simple protocol), so that the proxy can
-// recognise the claim.
+// recognise them. The same holds for the COMMIT of the locked take, which
+// makes a fresh pool's rows and claims the first slot in one transaction.
 func TestClaimAnswerLost(t *testing.T) {
-	t.Run("mariadb", func(t *testing.T) {
-		db := dbtest.MySQL(t)
-		take(t, request(db.DB, dialect.MySQL, "svc"))
-		cfg, err := mysql.ParseDSN(db.DSN)
-		require.NoError(t, err)
-		// A COM_QUERY packet (0x03) carrying the claim.
-		p := newCutProxy(t, cfg.Addr, func(b []byte) bool {
-			return len(b) > 5 && b[4] == 0x03 && bytes.HasPrefix(b[5:], []byte(claimText))
+	for _, c := range []struct {
+		name, mysqlText, pgText string
+		setUp                   bool // take once before: the claim then runs alone
+	}{
+		{"claim", claimText, claimText, true},
+		{"locked commit", "COMMIT", "commit", false},
+	} {
+		t.Run("mariadb/"+c.name, func(t *testing.T) {
+			db := dbtest.MySQL(t)
+			prepare(t, db.DB, dialect.MySQL, c.setUp)
+			cfg, err := mysql.ParseDSN(db.DSN)
+			require.NoError(t, err)
+			// A COM_QUERY packet (0x03) carrying the statement.
+			p := newCutProxy(t, cfg.Addr, func(b []byte) bool {
+				return len(b) > 5 && b[4] == 0x03 && bytes.HasPrefix(b[5:], []byte(c.mysqlText))
+			})
+			cfg.Addr, cfg.InterpolateParams = p.ln.Addr().String(), true
+			via, err := sql.Open("mysql", cfg.FormatDSN())
+			require.NoError(t, err)
+			defer via.Close()
+			checkRecovered(t, db.DB, via, dialect.MySQL, p)
 		})
-		cfg.Addr, cfg.InterpolateParams = p.ln.Addr().String(), true
-		via, err := sql.Open("mysql", cfg.FormatDSN())
-		require.NoError(t, err)
-		defer via.Close()
-		checkRecovered(t, db.DB, via, dialect.MySQL, p)
-	})
-	t.Run("postgres", func(t *testing.T) {
-		db := dbtest.Postgres(t)
-		take(t, request(db.DB, dialect.Postgres, "svc"))
-		u, err := url.Parse(db.DSN)
-		require.NoError(t, err)
-		// A simple Query message ('Q') carrying the claim.
-		p := newCutProxy(t, u.Host, func(b []byte) bool {
-			return len(b) > 5 && b[0] == 'Q' && bytes.HasPrefix(b[5:], []byte(claimText))
+		t.Run("postgres/"+c.name, func(t *testing.T) {
+			db := dbtest.Postgres(t)
+			prepare(t, db.DB, dialect.Postgres, c.setUp)
+			u, err := url.Parse(db.DSN)
+			require.NoError(t, err)
+			// A simple Query message ('Q') carrying the statement.
+			p := newCutProxy(t, u.Host, func(b []byte) bool {
+				return len(b) > 5 && b[0] == 'Q' && bytes.HasPrefix(b[5:], []byte(c.pgText))
+			})
+			u.Host = p.ln.Addr().String()
+			q := u.Query()
+			q.Set("default_query_exec_mode", "simple_protocol")
+			u.RawQuery = q.Encode()
+			via, err := sql.Open("pgx", u.String())
+			require.NoError(t, err)
+			defer via.Close()
+			checkRecovered(t, db.DB, via, dialect.Postgres, p)
 		})
-		u.Host = p.ln.Addr().String()
-		q := u.Query()
-		q.Set("default_query_exec_mode", "simple_protocol")
-		u.RawQuery = q.Encode()
-		via, err := sql.Open("pgx", u.String())
+	}
+}
+
+// prepare sets a fresh database up for checkRecovered: one take, or only
+// the tables (schema.DDL), so that the next take is the pool's first.
+func prepare(t *testing.T, db *sql.DB, d string, setUp bool) {
+	t.Helper()
+	if setUp {
+		take(t, request(db, d, "svc"))
+		return
+	}
+	stmts, err := schema.DDL(d)
+	require.NoError(t, err)
+	for _, s := range stmts {
+		_, err := db.Exec(s)
 		require.NoError(t, err)
-		defer via.Close()
-		checkRecovered(t, db.DB, via, dialect.Postgres, p)
-	})
+	}
 }
 
 func checkRecovered(t *testing.T, direct, via *sql.DB, d string, p *cutProxy) {

@@ -90,7 +90,9 @@ func Holders(ctx context.Context, db *sql.DB, dialect string) (nowMs int64, hs [
 		if err := rows.Scan(&id, &service, &instance, &fence, &taken, &expires, &prom, &layout, &nowMs); err != nil {
 			return 0, nil, fmt.Errorf("read %s: %w", schema.SlotTableName, err)
 		}
-		if !id.Valid { // the clock's row of an empty table
+		if !id.Valid || fence.Int64 == 0 {
+			// The clock's row of an empty table, or a row made in advance
+			// and never held.
 			continue
 		}
 		hs = append(hs, Holder{WorkerID: id.Int64, Service: service.String, Instance: instance.String,

@@ -83,6 +83,13 @@ type Request struct {
 	// slot over anyway if the holder's instance tag starts with this prefix
 	// (service@POD_NAME@: the same StatefulSet pod, restarted after a crash).
 	TakeOver string
+	// Avoid lists worker ids a take that is not explicit must not take (a
+	// slot just given back because its floor could not be waited for).
+	Avoid []int64
+	// Deleted, if set, is told when the take finds slot rows deleted (see
+	// Deleted): their holders, if they still run, learn of it only at their
+	// next renewal, and an operator should know.
+	Deleted func(Deleted)
 }
 
 // Slot is a live lease, as Take got it.
@@ -114,6 +121,11 @@ type Slot struct {
 	// Recovered reports that the answer to the claim was lost and the slot,
 	// read again, showed it taken by this request.
 	Recovered bool
+	// Capped reports that the database's clock cut the promise short: the
+	// holder's clock runs ahead of the database's by more than its Margin
+	// (TTL - Horizon), and no promise is acknowledged past the database's
+	// clock + TTL.
+	Capped bool
 	Clock
 }
 
@@ -134,8 +146,10 @@ var (
 	ErrHeld = errors.New("worker id held by a live instance")
 	// ErrAllHeld: every worker id of the range is held by a live instance.
 	ErrAllHeld = errors.New("every worker id is held by a live instance")
-	// ErrLayout: a live holder's layout or epoch differs from the request's.
-	ErrLayout = errors.New("a live instance uses another layout or epoch")
+	// ErrLayout: the pool's layout or epoch differs from the request's and
+	// cannot change now (a live holder has it, slot rows were found deleted
+	// lately, or the request's epoch would repeat IDs issued).
+	ErrLayout = errors.New("layout or epoch differs from the pool's")
 	// ErrLost: a renewal or release found the slot taken by someone else
 	// (its fence moved), or its row or table gone.
 	ErrLost = errors.New("worker lease lost")

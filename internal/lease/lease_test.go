@@ -510,10 +510,23 @@ func TestTablesVanished(t *testing.T) {
 		l := take(t, request(db.DB, b.Dialect, "svc"))
 		assert.Equal(t, []string{schema.TableName}, l.Created)
 		assert.Equal(t, int64(3), l.WorkerID, "1 and 2 are live; the counter restarted at 1")
+		// The slot table alone: the pool's count of rows made survives in
+		// sys_sequence, so the rows made again are known to be deleted
+		// ones, whose holders (1, 2 and 3 here, still live) may have
+		// promised IDs up to the database's clock + TTL: every row starts
+		// above that, and the take can wait for none of them.
 		_, err = db.Exec("DROP TABLE sys_sequence_slot")
 		require.NoError(t, err)
-		l = take(t, request(db.DB, b.Dialect, "svc"))
-		assert.Equal(t, []string{schema.SlotTableName}, l.Created)
+		r := request(db.DB, b.Dialect, "svc")
+		var seen []Deleted
+		r.Deleted = func(d Deleted) { seen = append(seen, d) }
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err = Take(ctx, r)
+		require.ErrorIs(t, err, ErrFloorAhead)
+		require.Len(t, seen, 1)
+		assert.Len(t, seen[0].WorkerIDs, 1024)
+		assert.Greater(t, seen[0].Until, time.Now().Add(r.TTL-5*time.Second))
 	})
 }
 
@@ -759,7 +772,7 @@ func TestRequestValidation(t *testing.T) {
 		"no db":           {func(r *Request) { r.DB = nil }, "no database"},
 		"unknown dialect": {func(r *Request) { r.Dialect = "oracle" }, `unknown dialect "oracle"`},
 		"empty service":   {func(r *Request) { r.Service = "" }, "invalid service name: empty"},
-		"pool name":       {func(r *Request) { r.Service = "__global__" }, "reserved for the pool row"},
+		"pool name":       {func(r *Request) { r.Service = "__global__" }, "reserved for a row of the lease's own"},
 		"long service":    {func(r *Request) { r.Service = strings.Repeat("s", 65) }, "65 characters"},
 		"empty instance":  {func(r *Request) { r.Instance = "" }, "instance tag"},
 		"long instance":   {func(r *Request) { r.Instance = strings.Repeat("i", 129) }, "instance tag"},

@@ -6,8 +6,8 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"entgo.io/ent/dialect"
@@ -17,11 +17,18 @@ import (
 
 // session is a take's pinned connection with the lease's settings on it.
 type session struct {
-	r        *Request
-	conn     *sql.Conn
-	q        *sqlText
-	nowMs    string
-	restore  func(context.Context) error
+	r       *Request
+	conn    *sql.Conn
+	q       *sqlText
+	nowMs   string
+	restore func(context.Context) error
+	// x runs the session's statements: conn, or the transaction of the
+	// locked take while it runs (locked is then true).
+	x        runner
+	locked   bool
+	pool     pool      // the pool's own rows as the last read found them
+	tidb     bool      // the server is TiDB (from the first read)
+	deleted  []Deleted // rows found deleted by the locked take, told once it commits
 	reseeded bool
 	pending  int64 // a counter value not yet probed, or -1
 	// conflicts counts the claims and inserts the server refused for a
@@ -54,7 +61,7 @@ func open(ctx context.Context, r *Request) (*session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("get a connection: %w", err)
 	}
-	s := &session{r: r, conn: conn, q: textFor(r.Dialect), pending: -1, restore: func(context.Context) error { return nil }}
+	s := &session{r: r, conn: conn, x: conn, q: textFor(r.Dialect), pending: -1, restore: func(context.Context) error { return nil }}
 	switch r.Dialect {
 	case dialect.MySQL:
 		s.nowMs = mysqlNowMs
@@ -236,26 +243,27 @@ type row struct {
 	instance  string
 	layout    string
 	nowMs     int64 // the database's clock when read (readSlot only)
-	// A live slot with another layout than the request's, or -1 (readSlot
-	// only).
-	otherLayout int64
+	pool      pool  // the pool's own rows, as read with the slot (readSlot only)
 }
 
 // live reports whether the slot was held when read: not expired on the
 // database's clock, and not released (a released slot's expiry is 0).
 func (w row) live() bool { return w.exists && w.expiresMs >= w.nowMs }
 
-// read reads a slot with the database's clock and the live layouts.
+// read reads a slot with the database's clock and the pool's own rows.
 func (s *session) read(ctx context.Context, workerID int64, c *Clock) (row, error) {
 	w := row{workerID: workerID}
 	var (
-		fence, beats, expires, promise, other sql.NullInt64
-		service, instance, layout             sql.NullString
+		fence, beats, expires, promise, made sql.NullInt64
+		service, instance, layout            sql.NullString
+		layoutRow, layoutText, slotsRow      sql.NullString
+		slotsText                            sql.NullString
+		version                              string
 	)
 	run := func(dbMs *int64) error {
-		stmt, args := s.q.with(s.q.readSlot, workerID, s.r.Layout)
-		return s.conn.QueryRowContext(ctx, stmt, args...).
-			Scan(&fence, &beats, &expires, &promise, &service, &instance, &layout, dbMs, &other)
+		stmt, args := s.q.with(s.q.readSlot, workerID)
+		return s.x.QueryRowContext(ctx, stmt, args...).Scan(&fence, &beats, &expires, &promise, &service, &instance, &layout,
+			dbMs, &layoutRow, &layoutText, &slotsRow, &made, &slotsText, &version)
 	}
 	var err error
 	if c != nil {
@@ -270,23 +278,28 @@ func (s *session) read(ctx context.Context, workerID int64, c *Clock) (row, erro
 	w.exists = fence.Valid
 	w.fence, w.beats, w.expiresMs, w.promiseMs = fence.Int64, beats.Int64, expires.Int64, promise.Int64
 	w.service, w.instance, w.layout = service.String, instance.String, layout.String
-	w.otherLayout = -1
-	if other.Valid {
-		w.otherLayout = other.Int64
-	}
+	w.pool = pool{hasLayout: layoutRow.Valid, layoutText: layoutText.String, hasSlots: slotsRow.Valid,
+		made: made.Int64, slotsText: slotsText.String, tidb: strings.Contains(version, "TiDB")}
+	s.pool, s.tidb = w.pool, w.pool.tidb
 	return w, nil
 }
 
-// claim is the compare-and-set of a take on a slot read as w. took is
-// false when someone wrote the slot since, or it is live (and takeover is
-// false).
+// claim is the compare-and-set of a take on a slot read as w, with the
+// pool's layout row as the take read it. took is false when someone wrote
+// the slot since, it is live (and takeover is false), the promise is past
+// the database's clock + TTL, or the pool's layout changed.
 func (s *session) claim(ctx context.Context, w row, promise int64, takeover bool) (took bool, err error) {
 	flag := 0
 	if takeover {
 		flag = 1
 	}
-	res, err := s.conn.ExecContext(ctx, s.q.claim, s.r.Service, s.r.Instance, s.r.Layout,
-		s.r.ttlMs(), promise, w.workerID, w.beats, flag)
+	stmt := s.q.claim
+	if s.locked {
+		stmt = s.q.claimLocked
+	}
+	ttl := s.r.ttlMs()
+	res, err := s.x.ExecContext(ctx, stmt, s.r.Service, s.r.Instance, s.r.Layout,
+		ttl, promise, w.workerID, w.beats, flag, promise, ttl, w.pool.layoutText)
 	if err != nil {
 		return false, err
 	}
@@ -294,20 +307,10 @@ func (s *session) claim(ctx context.Context, w row, promise int64, takeover bool
 	return n == 1, err
 }
 
-// insert takes a slot that had no row. took is false when another starter
-// made the row first.
-func (s *session) insert(ctx context.Context, workerID, promise int64) (took bool, err error) {
-	_, err = s.conn.ExecContext(ctx, s.q.insert, workerID, s.r.Service, s.r.Instance, s.r.Layout, s.r.ttlMs(), promise)
-	if duplicateKey(err) {
-		return false, nil
-	}
-	return err == nil, err
-}
-
 // candidates lists up to 8 free slots: those whose floor is at most near
 // first, then in counter order from start.
 func (s *session) candidates(ctx context.Context, start, near int64) ([]row, error) {
-	rows, err := s.conn.QueryContext(ctx, fmt.Sprintf(s.q.candidates, s.r.Workers, start, near))
+	rows, err := s.x.QueryContext(ctx, fmt.Sprintf(s.q.candidates, s.r.Workers, start, near))
 	if err != nil {
 		return nil, fmt.Errorf("look for free slots: %w", err)
 	}
@@ -315,8 +318,10 @@ func (s *session) candidates(ctx context.Context, start, near int64) ([]row, err
 	var out []row
 	for rows.Next() {
 		// Listed as free: its expiry had passed on the database's clock.
-		w := row{exists: true, nowMs: math.MaxInt64}
-		if err := rows.Scan(&w.workerID, &w.fence, &w.beats, &w.promiseMs); err != nil {
+		// Its pool rows are those the last read saw: a claim that finds them
+		// changed matches nothing, and the next read sees the change.
+		w := row{exists: true, pool: s.pool}
+		if err := rows.Scan(&w.workerID, &w.fence, &w.beats, &w.promiseMs, &w.nowMs); err != nil {
 			return nil, fmt.Errorf("look for free slots: %w", err)
 		}
 		out = append(out, w)
@@ -334,7 +339,7 @@ func (s *session) census(ctx context.Context) (live, missing int64, err error) {
 		rows, zero int64
 		gap        sql.NullInt64
 	)
-	err = s.conn.QueryRowContext(ctx, fmt.Sprintf(s.q.census, s.r.Workers)).Scan(&live, &rows, &gap, &zero)
+	err = s.x.QueryRowContext(ctx, fmt.Sprintf(s.q.census, s.r.Workers)).Scan(&live, &rows, &gap, &zero)
 	switch {
 	case err != nil:
 		return 0, 0, fmt.Errorf("count the slots: %w", err)
@@ -350,7 +355,7 @@ func (s *session) census(ctx context.Context) (live, missing int64, err error) {
 
 // holder describes who holds a slot, for an error message.
 func (s *session) holder(ctx context.Context, workerID int64) string {
-	return describe(ctx, s.conn, s.q, workerID)
+	return describe(ctx, s.x, s.q, workerID)
 }
 
 // querier is what describe needs of a *sql.Conn, *sql.DB or *sql.Tx.
@@ -568,6 +573,13 @@ func tableExists(ctx context.Context, x querier, q *sqlText, table string) (bool
 		return false, fmt.Errorf("look for table %s: %w", table, err)
 	}
 	return exists, nil
+}
+
+// runner is what a take needs of a *sql.Conn or *sql.Tx.
+type runner interface {
+	execer
+	querier
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
 // execer is what ensure needs of a *sql.Conn or *sql.Tx.

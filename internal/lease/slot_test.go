@@ -408,3 +408,111 @@ func TestRaceForOneSlot(t *testing.T) {
 		}
 	})
 }
+
+// TestLayoutRace (issue 15, hole 5): starters of two layouts at the same
+// moment, on tables with no live slot: only one layout ever gets slots,
+// the other's starters fail with ErrLayout. The guard that read the live
+// layouts before the claim could be raced: both layouts got slots, and
+// their IDs were the same numbers.
+func TestLayoutRace(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		rounds, both := 8, 0
+		for round := range rounds {
+			db := b.Fresh(t)
+			ten := request(db.DB, b.Dialect, "svc")
+			twelve := ten
+			twelve.Layout, twelve.Workers = "0/12/10 2024-01-01T00:00:00.000Z", 4096
+			if round%2 == 1 {
+				// The tables exist and the pool has a layout already, whose
+				// slots are all dead: the change races the claims of the
+				// pool's own layout.
+				take(t, named(ten, "warm@h@1@1"))
+				_, err := db.Exec("UPDATE sys_sequence_slot SET expires_ms = 1")
+				require.NoError(t, err)
+			}
+			const n = 8
+			var (
+				wg      sync.WaitGroup
+				mu      sync.Mutex
+				layouts = map[string]int{}
+				start   = make(chan struct{})
+			)
+			for i := range n {
+				r := ten
+				if i%2 == 1 {
+					r = twelve
+				}
+				r = named(r, fmt.Sprintf("racer-%d@h@1@1", i))
+				wg.Go(func() {
+					<-start
+					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+					defer cancel()
+					_, err := Take(ctx, r)
+					mu.Lock()
+					defer mu.Unlock()
+					if err == nil {
+						layouts[r.Layout]++
+						return
+					}
+					if !errors.Is(err, ErrLayout) {
+						t.Errorf("%s: %v", r.Layout, err)
+					}
+				})
+			}
+			close(start)
+			wg.Wait()
+			if len(layouts) > 1 {
+				both++
+			}
+			assert.Len(t, layouts, 1, "round %d: live slots of %d layouts at once: %v", round, len(layouts), layouts)
+			var live int
+			require.NoError(t, db.QueryRow(dbtest.Rebind(b.Dialect, "SELECT COUNT(DISTINCT layout) FROM sys_sequence_slot WHERE expires_ms > 1")).Scan(&live))
+			assert.Equal(t, 1, live)
+		}
+		t.Logf("%d of %d rounds had two layouts live", both, rounds)
+	})
+}
+
+// TestLayoutChangeFloor: a change of layout or epoch over dead slots floors
+// the new layout above every ID the old one can have issued, on every worker
+// id, not only the slot's own: with another bit split, worker 1's IDs of
+// one layout are worker 4's of the other. An epoch moved later shifts the
+// floor by the difference (the same time field means a later instant), and
+// refuses the change when that is beyond the deadline; an epoch moved
+// earlier needs no wait.
+func TestLayoutChangeFloor(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		db := b.Fresh(t)
+		old := request(db.DB, b.Dialect, "svc")
+		a := take(t, named(old, "a@h@1@1"))
+		// A issued up to 1.5 s ahead of now (a burst), and died.
+		top := time.Now().UnixMilli() + 1500
+		_, err := db.Exec(fmt.Sprintf("UPDATE sys_sequence_slot SET expires_ms = 1, promise_ms = %d WHERE worker_id = %d", top, a.WorkerID))
+		require.NoError(t, err)
+
+		split := old
+		split.Layout, split.Workers = "0/12/10 2024-01-01T00:00:00.000Z", 4096
+		setPool(t, db.DB, a.WorkerID+4) // another worker id than A's
+		s := take(t, named(split, "split@h@1@1"))
+		assert.NotEqual(t, a.WorkerID, s.WorkerID)
+		assert.Equal(t, top+1, s.Floor, "above A's IDs, on another worker id")
+
+		// Back to the old split, with the epoch a day later: the floor
+		// would be a day ahead.
+		_, err = db.Exec("UPDATE sys_sequence_slot SET expires_ms = 1")
+		require.NoError(t, err)
+		later := old
+		later.Layout = "0/10/12 2024-01-02T00:00:00.000Z"
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err = Take(ctx, named(later, "later@h@1@1"))
+		require.ErrorIs(t, err, ErrLayout)
+		assert.ErrorContains(t, err, "would repeat them")
+
+		// A day earlier: the same time fields are a day ago; no wait.
+		earlier := old
+		earlier.Layout = "0/10/12 2023-12-31T00:00:00.000Z"
+		s = take(t, named(earlier, "earlier@h@1@1"))
+		assert.LessOrEqual(t, s.Floor, time.Now().UnixMilli())
+	})
+}

@@ -2,6 +2,7 @@ package lease
 
 import (
 	"fmt"
+	"strings"
 
 	"entgo.io/ent/dialect"
 
@@ -48,24 +49,78 @@ type sqlText struct {
 	// counterDurable is counter with a durable commit, where it differs:
 	// for the lifetime lease, whose worker id is the counter's value.
 	counterDurable string
-	// readSlot: worker id, layout (see with). The slot (NULLs when its row does not
-	// exist yet), the database clock, and the lowest worker id of a live
-	// slot with another layout (the layout guard). The layout is written
-	// into the text, not bound, so that the statement costs one round trip:
-	// Request.validate admits only the characters a layout is made of.
+	// readSlot: worker id (see with). The slot (NULLs when its row does
+	// not exist yet), the database clock, the pool's own rows of
+	// sys_sequence ('__layout__': the layout every live slot has;
+	// '__slots__': the count of slot rows made, the longest TTL, the end of
+	// a window in which rows found deleted are made with a floor), and on
+	// MySQL the server's VERSION() (TiDB needs the locked take, see
+	// claimShared). One round trip: the take decides from it whether a
+	// claim can go alone.
 	readSlot string
 	// claim: service, instance, layout, ttl ms, promise ms, worker id,
-	// beats, takeover (1 or 0). The compare-and-set of a take: it succeeds
-	// only if nobody wrote the row since it was read (beats) and the slot
-	// has expired on the database's clock, or (takeover) unconditionally.
-	// The fence moves up by one.
+	// beats, takeover (1 or 0), promise ms, ttl ms, the '__layout__' row's
+	// instance as read. The compare-and-set of a take: it succeeds only if
+	// nobody wrote the row since it was read (beats), the slot has expired
+	// on the database's clock or (takeover) unconditionally, the promise is
+	// at most the database's clock + TTL (the cap: see renew), and the
+	// pool's layout row still says what the take read. The fence moves up
+	// by one.
+	//
+	// The layout row is read with a shared lock (claimShared): a take that
+	// changes the pool's layout locks that row exclusively (lockMarkers)
+	// before it looks for live slots of another layout, so a claim either
+	// committed before that look and is seen by it, or waits for the change
+	// to commit and then finds the row changed and matches nothing. Two
+	// layouts are never live at once, and claims of the same layout do not
+	// wait for one another.
 	claim string
-	// insert: worker id, service, instance, layout, ttl ms, promise ms. The
-	// take of a slot that has no row yet; a duplicate key means another
-	// starter took it first.
-	insert string
+	// claimLocked is claim without the shared lock, for a claim inside the
+	// locked take, which holds the layout row exclusively already.
+	claimLocked string
+	// The locked take (session.locked), which sets up the pool's own rows,
+	// changes its layout, and makes slot rows, one transaction that holds
+	// both of the pool's rows exclusively:
+	//
+	// seedMarkers puts the two rows in where they are missing (tables from
+	// an older entflake, or made by hand): '__layout__' with no layout,
+	// '__slots__' with the count -1 (not known: counted when locked).
+	seedMarkers string
+	// lockMarkers reads both rows with an exclusive lock, and the database
+	// clock.
+	lockMarkers string
+	// liveOther: layout (twice). A live slot of another layout, if any; on
+	// MySQL a locking read, which sees the latest rows also where a plain
+	// read would see the transaction's snapshot (TiDB takes it at BEGIN).
+	liveOther string
+	// layoutMax: the highest promise of each layout the slots have had.
+	layoutMax string
+	// convert: layout (twice), floor ms (twice), layout (three times),
+	// floor ms. A layout change: every slot row takes the new layout; a row
+	// of another layout takes the new layout's floor less one as its
+	// promise (its time field is above every ID the old layouts can have
+	// issued; the old promise, in another epoch's time frame, may read
+	// higher or lower), any other row at least that. MySQL assigns left to
+	// right: promise_ms is computed from the row's old layout.
+	convert string
+	// writeMarker: worker id, instance, service name. Writes one of the
+	// pool's rows.
+	writeMarker string
+	// countRows: the slot rows, and the database clock, in one statement,
+	// so that a deletion the count does not see committed after the clock
+	// was read.
+	countRows string
+	// chunkRows: from, to. The rows of a range of worker ids.
+	chunkRows string
+	// makeRows starts the INSERT of slot rows, none of them held (fence 0,
+	// free); makeRow is one row's values: worker id, promise ms.
+	makeRows, makeRow string
+	// renewKeep: ttl ms, worker id, fence, instance (bound). A renewal whose
+	// promise the cap refused: it keeps the slot live with its old promise.
+	renewKeep string
 	// candidates: workers, start, near ms. Up to 8 free slots, those whose
-	// promise is below near first, then in counter order from start.
+	// promise is below near first, then in counter order from start, each
+	// with the database's clock.
 	candidates string
 	// census: workers (three times). Live slots, rows, the lowest worker id
 	// without a row (NULL if none past an existing one), and whether 0 has one.
@@ -75,13 +130,21 @@ type sqlText struct {
 	readBack string
 	// holder: bound worker id. Who holds a slot, for error messages.
 	holder string
-	// renew: ttl ms, promise ms, worker id, fence, instance (bound). Keeps
-	// a slot live and raises (never lowers) its promise. It names the
-	// holder's instance as well as the fence: a row deleted and made again
-	// starts at fence 1, which another holder's fence may equal. Every write
-	// moves beats, so that it always changes the row: go-sql-driver reports
-	// changed rows, not matched ones, and a write that changed nothing would
-	// read as lost.
+	// renew: ttl ms, promise ms, worker id, fence, instance (bound),
+	// promise ms, ttl ms. Keeps a live slot live and raises (never lowers)
+	// its promise. It names the holder's instance as well as the fence: a
+	// row deleted and made again starts at fence 0, which another holder's
+	// fence may reach. A slot that has expired on the database's clock is
+	// not renewed: a take may have judged it dead. Every write moves beats,
+	// so that it always changes the row: go-sql-driver reports changed rows,
+	// not matched ones, and a write that changed nothing would read as lost.
+	//
+	// The cap: no promise is acknowledged past the database's clock + the
+	// holder's TTL (the claim has the same condition). A holder whose clock
+	// runs ahead of the database's by more than its Margin is refused it
+	// (renewKeep then keeps the slot live). So a slot row found deleted can
+	// be made again with a floor of the database's clock + the longest TTL,
+	// above any promise its lost holder can have had.
 	renew string
 	// release: promise ms, worker id, fence, instance (bound). Frees the slot now and leaves
 	// the exact last issued millisecond as its promise.
@@ -127,45 +190,100 @@ const (
 	sqliteNowMs = "CAST(unixepoch('subsec') * 1000 AS INTEGER)"
 )
 
-// The statements MySQL and SQLite share but for their clock (%[1]s, the
-// Unix ms expression), their timestamp (%[2]s: NOW() or CURRENT_TIMESTAMP)
-// and, in renew, the two-argument maximum (%[3]s: GREATEST or max).
+// Statements every dialect shares but for these, written as format
+// arguments: %[1]s the Unix ms clock expression (nowMs), %[2]s the
+// timestamp for updated_at (NOW() or CURRENT_TIMESTAMP), %[3]s the
+// two-argument maximum (GREATEST, or SQLite's max), %[4]s the shared lock
+// of the layout row in a claim (see claim), %[5]s an exclusive locking
+// read's clause (FOR UPDATE, or nothing on SQLite, which runs one writer at
+// a time). Their placeholders are '?'; PostgreSQL's text numbers them
+// (rebind).
 const (
 	claimFormat = "UPDATE sys_sequence_slot SET fence = fence + 1, beats = beats + 1, service_name = ?, instance = ?, layout = ?, " +
 		"taken_ms = %[1]s, expires_ms = %[1]s + ?, promise_ms = ?, updated_at = %[2]s " +
-		"WHERE worker_id = ? AND beats = ? AND (? = 1 OR expires_ms < %[1]s)"
-	insertFormat = "INSERT INTO sys_sequence_slot (" + slotColumns + ") VALUES (?, ?, ?, ?, 1, 1, %[1]s, %[1]s + ?, ?, %[2]s)"
+		"WHERE worker_id = ? AND beats = ? AND (? = 1 OR expires_ms < %[1]s) AND ? <= %[1]s + ? " +
+		"AND EXISTS (SELECT 1 FROM sys_sequence WHERE service_name = '" + schema.LayoutService + "' AND instance = ?%[4]s)"
 	holderFormat = "SELECT fence, service_name, instance, expires_ms, promise_ms, layout, %[1]s " +
 		"FROM sys_sequence_slot WHERE worker_id = ?"
 	renewFormat = "UPDATE sys_sequence_slot SET beats = beats + 1, expires_ms = %[1]s + ?, " +
-		"promise_ms = %[3]s(promise_ms, ?), updated_at = %[2]s WHERE worker_id = ? AND fence = ? AND instance = ?"
+		"promise_ms = %[3]s(promise_ms, ?), updated_at = %[2]s WHERE worker_id = ? AND fence = ? AND instance = ? " +
+		"AND expires_ms >= %[1]s AND ? <= %[1]s + ?"
+	renewKeepFormat = "UPDATE sys_sequence_slot SET beats = beats + 1, expires_ms = %[1]s + ?, updated_at = %[2]s " +
+		"WHERE worker_id = ? AND fence = ? AND instance = ? AND expires_ms >= %[1]s"
 	releaseFormat = "UPDATE sys_sequence_slot SET beats = beats + 1, expires_ms = 0, promise_ms = ?, updated_at = %[2]s " +
 		"WHERE worker_id = ? AND fence = ? AND instance = ?"
+	lockMarkersFormat = "SELECT service_name, worker_id, instance, %[1]s FROM sys_sequence " +
+		"WHERE service_name IN ('" + schema.LayoutService + "', '" + schema.SlotsService + "')%[5]s"
+	liveOtherFormat = "SELECT worker_id, layout FROM sys_sequence_slot WHERE (layout < ? OR layout > ?) AND expires_ms >= %[1]s " +
+		"ORDER BY worker_id LIMIT 1%[5]s"
+	layoutMaxFormat = "SELECT layout, MAX(promise_ms) FROM sys_sequence_slot GROUP BY layout"
+	convertFormat   = "UPDATE sys_sequence_slot SET promise_ms = CASE WHEN layout < ? OR layout > ? THEN ? ELSE %[3]s(promise_ms, ?) END, " +
+		"layout = ?, beats = beats + 1, updated_at = %[2]s WHERE layout IS NULL OR layout < ? OR layout > ? OR promise_ms < ?"
+	writeMarkerFormat = "UPDATE sys_sequence SET worker_id = ?, instance = ?, updated_at = %[2]s WHERE service_name = ?"
+	countRowsFormat   = "SELECT COUNT(*), %[1]s FROM sys_sequence_slot"
+	chunkRowsFormat   = "SELECT worker_id FROM sys_sequence_slot WHERE worker_id >= %d AND worker_id <= %d"
+	makeRowsFormat    = "INSERT INTO sys_sequence_slot (worker_id, fence, beats, taken_ms, expires_ms, promise_ms, updated_at) VALUES "
+	makeRowFormat     = "(%%d, 0, 0, 0, 0, %%d, %[2]s)"
 )
+
+// seedMarkersFormat is seedMarkers without its conflict clause (%[3]s)
+// and with the timestamp (%[2]s). The count -1 means "not known yet": the
+// first locked take counts the rows there are.
+const seedMarkersFormat = "INSERT INTO sys_sequence (service_name, worker_id, instance, updated_at) VALUES " +
+	"('" + schema.LayoutService + "', 0, NULL, %[2]s), ('" + schema.SlotsService + "', -1, NULL, %[2]s) %[1]s"
+
+// shared fills in the statements every dialect shares.
+func (q *sqlText) shared(nowMs, ts, greatest, shareLock, forUpdate, conflictNothing string, numbered bool) {
+	f := func(format string) string {
+		s := fmt.Sprintf(format, nowMs, ts, greatest, shareLock, forUpdate)
+		if numbered {
+			s = rebind(s)
+		}
+		return s
+	}
+	q.claim, q.claimLocked = f(claimFormat), f(strings.Replace(claimFormat, "%[4]s", "", 1))
+	q.holder, q.renew, q.renewKeep, q.release = f(holderFormat), f(renewFormat), f(renewKeepFormat), f(releaseFormat)
+	q.lockMarkers, q.liveOther, q.layoutMax, q.convert = f(lockMarkersFormat), f(liveOtherFormat), layoutMaxFormat, f(convertFormat)
+	q.writeMarker, q.countRows, q.chunkRows = f(writeMarkerFormat), f(countRowsFormat), chunkRowsFormat
+	q.makeRows, q.makeRow = makeRowsFormat, fmt.Sprintf(makeRowFormat, nowMs, ts)
+	q.seedMarkers = fmt.Sprintf(seedMarkersFormat, conflictNothing, ts)
+	q.readBack = readBack
+}
+
+// rebind numbers a statement's placeholders for PostgreSQL: the n-th '?'
+// becomes $n. The statements it is used on have no '?' inside a string.
+func rebind(s string) string {
+	var b strings.Builder
+	n := 0
+	for _, r := range s {
+		if r == '?' {
+			n++
+			fmt.Fprintf(&b, "$%d", n)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
 
 // readBack is the same on every dialect.
 const readBack = "SELECT fence, instance FROM sys_sequence_slot WHERE worker_id = %d"
-
-// slotColumns is the column list of the insert, in the order of its values.
-const slotColumns = "worker_id, service_name, instance, layout, fence, beats, taken_ms, expires_ms, promise_ms, updated_at"
 
 // readSlotFormat, candidatesFormat and censusFormat are shared: their only
 // differences are the clock expression and the placeholders, and they have
 // no placeholders.
 const (
-	// The guard is written as two ranges of the (layout, expires_ms) index,
-	// which all three planners use (PostgreSQL does not use an index for
-	// <>): with every live slot on one layout, it reads no row at all.
-	//
-	// Its arguments: the clock, then the worker id's and the layout's
-	// placeholders (text for MySQL and SQLite, bound for PostgreSQL).
+	// Its arguments: the clock, the worker id's placeholder (text for
+	// MySQL and SQLite, bound for PostgreSQL), and the server's version
+	// (MySQL) or an empty string.
 	readSlotFormat = "SELECT s.fence, s.beats, s.expires_ms, s.promise_ms, s.service_name, s.instance, s.layout, k.now_ms, " +
-		"(SELECT MIN(o.worker_id) FROM sys_sequence_slot AS o " +
-		"WHERE (o.layout < %[3]s OR o.layout > %[3]s) AND o.expires_ms >= k.now_ms) " +
+		"l.service_name, l.instance, m.service_name, m.worker_id, m.instance, %[3]s " +
 		"FROM (SELECT %[2]s AS worker_id, %[1]s AS now_ms) AS k " +
-		"LEFT JOIN sys_sequence_slot AS s ON s.worker_id = k.worker_id"
-	candidatesFormat = "SELECT worker_id, fence, beats, promise_ms FROM sys_sequence_slot " +
-		"WHERE worker_id < %%[1]d AND expires_ms < %s " +
+		"LEFT JOIN sys_sequence_slot AS s ON s.worker_id = k.worker_id " +
+		"LEFT JOIN sys_sequence AS l ON l.service_name = '" + schema.LayoutService + "' " +
+		"LEFT JOIN sys_sequence AS m ON m.service_name = '" + schema.SlotsService + "'"
+	candidatesFormat = "SELECT worker_id, fence, beats, promise_ms, %[1]s FROM sys_sequence_slot " +
+		"WHERE worker_id < %%[1]d AND expires_ms < %[1]s " +
 		"ORDER BY CASE WHEN promise_ms < %%[3]d THEN 0 ELSE 1 END, (worker_id + %%[1]d - %%[2]d) %%%% %%[1]d LIMIT 8"
 	censusFormat = "SELECT " +
 		"(SELECT COUNT(*) FROM sys_sequence_slot WHERE worker_id < %%[1]d AND expires_ms >= %s), " +
@@ -190,45 +308,53 @@ const holdersFormat = "SELECT s.worker_id, s.service_name, s.instance, s.fence, 
 // refuses for writes under binlog_format=STATEMENT (error 1665): each runs
 // on its own (autocommit), or in a transaction of the session's default
 // isolation.
-var mysqlText = sqlText{
-	// information_schema lists only tables the user has some privilege on,
-	// which a user allowed to lease has. DATABASE() is the DSN's database.
-	exists: "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?",
-	seed:   seed(dialect.MySQL),
-	// LAST_INSERT_ID(expr) returns expr and stores it in the session; the
-	// server also sends it in the statement's OK packet, where
-	// go-sql-driver's Result.LastInsertId reads it: one round trip, no
-	// second statement on the same connection (measured 64 of 64 distinct
-	// under 64 concurrent starters on MariaDB). InnoDB holds the row's lock
-	// while it computes the new value, so concurrent starters queue and
-	// each sees the previous one's result. The row always changes (the
-	// value moves), so "changed rows" tells whether it matched. TiDB's OK
-	// packet has differed from MySQL's for some statements
-	// (pingcap/tidb#55965): tidb/run runs the counter's tests there (64
-	// concurrent takes distinct, the wrap to 0 read from the OK packet).
-	// TiDB runs this autocommit UPDATE optimistically, and
-	// innodb_lock_wait_timeout does not bound its wait for a locked row
-	// (TestAutocommitLockWait): there the take's context ends the wait, on
-	// the client, and the abandoned UPDATE may still move the counter.
-	counter: "UPDATE sys_sequence SET worker_id = LAST_INSERT_ID((worker_id + 1) %% %d), updated_at = NOW() " +
-		"WHERE service_name = '__global__'",
-	readSlot: fmt.Sprintf(readSlotFormat, mysqlNowMs, "%[1]d", "'%[2]s'"),
-	// MySQL evaluates WHERE on the row as it was, and SET left to right;
-	// no assignment of claim reads a column another one wrote.
-	claim:      fmt.Sprintf(claimFormat, mysqlNowMs, "NOW()"),
-	insert:     fmt.Sprintf(insertFormat, mysqlNowMs, "NOW()"),
-	candidates: fmt.Sprintf(candidatesFormat, mysqlNowMs),
-	census:     fmt.Sprintf(censusFormat, mysqlNowMs),
-	holder:     fmt.Sprintf(holderFormat, mysqlNowMs),
-	holders:    fmt.Sprintf(holdersFormat, mysqlNowMs),
-	readBack:   readBack,
-	renew:      fmt.Sprintf(renewFormat, mysqlNowMs, "NOW()", "GREATEST"),
-	release:    fmt.Sprintf(releaseFormat, mysqlNowMs, "NOW()"),
-	// The audit row records the worker id actually handed out (the Java
-	// allocator wrote a constant 0 here).
-	audit: "INSERT INTO sys_sequence (service_name, worker_id, instance, updated_at) VALUES (?, ?, ?, NOW()) " +
-		"ON DUPLICATE KEY UPDATE worker_id = ?, instance = ?, updated_at = NOW()",
-}
+var mysqlText = func() sqlText {
+	q := sqlText{
+		// information_schema lists only tables the user has some privilege on,
+		// which a user allowed to lease has. DATABASE() is the DSN's database.
+		exists: "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?",
+		seed:   seed(dialect.MySQL),
+		// LAST_INSERT_ID(expr) returns expr and stores it in the session; the
+		// server also sends it in the statement's OK packet, where
+		// go-sql-driver's Result.LastInsertId reads it: one round trip, no
+		// second statement on the same connection (measured 64 of 64 distinct
+		// under 64 concurrent starters on MariaDB). InnoDB holds the row's lock
+		// while it computes the new value, so concurrent starters queue and
+		// each sees the previous one's result. The row always changes (the
+		// value moves), so "changed rows" tells whether it matched. TiDB's OK
+		// packet has differed from MySQL's for some statements
+		// (pingcap/tidb#55965): tidb/run runs the counter's tests there (64
+		// concurrent takes distinct, the wrap to 0 read from the OK packet).
+		// TiDB runs this autocommit UPDATE optimistically, and
+		// innodb_lock_wait_timeout does not bound its wait for a locked row
+		// (TestAutocommitLockWait): there the take's context ends the wait, on
+		// the client, and the abandoned UPDATE may still move the counter.
+		counter: "UPDATE sys_sequence SET worker_id = LAST_INSERT_ID((worker_id + 1) %% %d), updated_at = NOW() " +
+			"WHERE service_name = '__global__'",
+		readSlot:   fmt.Sprintf(readSlotFormat, mysqlNowMs, "%d", "VERSION()"),
+		candidates: fmt.Sprintf(candidatesFormat, mysqlNowMs),
+		census:     fmt.Sprintf(censusFormat, mysqlNowMs),
+		holders:    fmt.Sprintf(holdersFormat, mysqlNowMs),
+		// The audit row records the worker id actually handed out (the Java
+		// allocator wrote a constant 0 here).
+		audit: "INSERT INTO sys_sequence (service_name, worker_id, instance, updated_at) VALUES (?, ?, ?, NOW()) " +
+			"ON DUPLICATE KEY UPDATE worker_id = ?, instance = ?, updated_at = NOW()",
+	}
+	// MySQL evaluates WHERE on the row as it was, and SET left to right; no
+	// assignment of claim reads a column another one wrote. A subquery may
+	// read another table with a locking clause (checked on MariaDB 10.11:
+	// a claim whose LOCK IN SHARE MODE meets a locked take's exclusive lock
+	// waits for its commit, then reads the row as committed and matches
+	// nothing; a locked take's FOR UPDATE waits for a claim that holds the
+	// share lock, and then sees its slot). TiDB refuses LOCK IN SHARE MODE
+	// (error 1235, "noop implementation"), and does not lock what a subquery
+	// of an autocommit UPDATE reads even with FOR UPDATE (checked on the
+	// TiDB that tidb/run builds): there every claim runs as a locked take
+	// (session.conforms), which costs it three more round trips.
+	q.shared(mysqlNowMs, "NOW()", "GREATEST", " LOCK IN SHARE MODE", " FOR UPDATE",
+		"ON DUPLICATE KEY UPDATE service_name = service_name", false)
+	return q
+}()
 
 // The lease's session settings on MySQL, saved and put back on the pinned
 // connection so that it goes back to the pool as it came (no reconnect per
@@ -253,50 +379,48 @@ const (
 )
 
 // PostgreSQL (tested on 15).
-var pgText = sqlText{
-	// to_regclass resolves through search_path and returns NULL, rather than
-	// failing, for a table that is not there; it needs no privilege on it.
-	exists: "SELECT to_regclass($1) IS NOT NULL",
-	seed:   seed(dialect.Postgres),
-	// The row lock serialises starters; RETURNING hands back the new value.
-	// Run on its own it commits at once; under a REPEATABLE READ or
-	// SERIALIZABLE default a concurrent starter's update makes it fail with
-	// 40001, and the lease runs it again in a READ COMMITTED transaction.
-	//
-	// synchronous_commit is off for this statement's own transaction
-	// (set_config with is_local, which lasts until its commit): the row lock
-	// is then released without waiting for the WAL to reach the disk, so
-	// that starters do not queue behind one fsync each. A crash may lose the
-	// last few moves of the counter, which only says where a search starts;
-	// the slots, written with synchronous commits, decide. The lifetime
-	// lease, for which the counter's value is the worker id, keeps the
-	// durable commit (counterDurable).
-	counter: "WITH nosync AS (SELECT set_config('synchronous_commit', 'off', true)) " +
-		"UPDATE sys_sequence SET worker_id = (worker_id + 1) %% %d, updated_at = CURRENT_TIMESTAMP " +
-		"FROM nosync WHERE service_name = '__global__' RETURNING worker_id",
-	counterDurable: "UPDATE sys_sequence SET worker_id = (worker_id + 1) %% %d, updated_at = CURRENT_TIMESTAMP " +
-		"WHERE service_name = '__global__' RETURNING worker_id",
-	readSlot: fmt.Sprintf(readSlotFormat, pgNowMs, "$1::integer", "$2::text"),
-	// PostgreSQL's SET sees the row as it was in every assignment.
-	claim: "UPDATE sys_sequence_slot SET fence = fence + 1, beats = beats + 1, service_name = $1, instance = $2, layout = $3, " +
-		"taken_ms = " + pgNowMs + ", expires_ms = " + pgNowMs + " + $4, promise_ms = $5, updated_at = CURRENT_TIMESTAMP " +
-		"WHERE worker_id = $6 AND beats = $7 AND ($8 = 1 OR expires_ms < " + pgNowMs + ")",
-	insert: "INSERT INTO sys_sequence_slot (" + slotColumns + ") VALUES ($1, $2, $3, $4, 1, 1, " +
-		pgNowMs + ", " + pgNowMs + " + $5, $6, CURRENT_TIMESTAMP)",
-	candidates: fmt.Sprintf(candidatesFormat, pgNowMs),
-	census:     fmt.Sprintf(censusFormat, pgNowMs),
-	readBack:   readBack,
-	holder: "SELECT fence, service_name, instance, expires_ms, promise_ms, layout, " + pgNowMs +
-		" FROM sys_sequence_slot WHERE worker_id = $1",
-	holders: fmt.Sprintf(holdersFormat, pgNowMs),
-	renew: "UPDATE sys_sequence_slot SET beats = beats + 1, expires_ms = " + pgNowMs + " + $1, " +
-		"promise_ms = GREATEST(promise_ms, $2), updated_at = CURRENT_TIMESTAMP WHERE worker_id = $3 AND fence = $4 AND instance = $5",
-	release: "UPDATE sys_sequence_slot SET beats = beats + 1, expires_ms = 0, promise_ms = $1, updated_at = CURRENT_TIMESTAMP " +
-		"WHERE worker_id = $2 AND fence = $3 AND instance = $4",
-	bind: true,
-	audit: "INSERT INTO sys_sequence (service_name, worker_id, instance, updated_at) VALUES ($1, $2, $3, CURRENT_TIMESTAMP) " +
-		"ON CONFLICT (service_name) DO UPDATE SET worker_id = EXCLUDED.worker_id, instance = EXCLUDED.instance, updated_at = EXCLUDED.updated_at",
-}
+var pgText = func() sqlText {
+	q := sqlText{
+		// to_regclass resolves through search_path and returns NULL, rather than
+		// failing, for a table that is not there; it needs no privilege on it.
+		exists: "SELECT to_regclass($1) IS NOT NULL",
+		seed:   seed(dialect.Postgres),
+		// The row lock serialises starters; RETURNING hands back the new value.
+		// Run on its own it commits at once; under a REPEATABLE READ or
+		// SERIALIZABLE default a concurrent starter's update makes it fail with
+		// 40001, and the lease runs it again in a READ COMMITTED transaction.
+		//
+		// synchronous_commit is off for this statement's own transaction
+		// (set_config with is_local, which lasts until its commit): the row lock
+		// is then released without waiting for the WAL to reach the disk, so
+		// that starters do not queue behind one fsync each. A crash may lose the
+		// last few moves of the counter, which only says where a search starts;
+		// the slots, written with synchronous commits, decide. The lifetime
+		// lease, for which the counter's value is the worker id, keeps the
+		// durable commit (counterDurable).
+		counter: "WITH nosync AS (SELECT set_config('synchronous_commit', 'off', true)) " +
+			"UPDATE sys_sequence SET worker_id = (worker_id + 1) %% %d, updated_at = CURRENT_TIMESTAMP " +
+			"FROM nosync WHERE service_name = '__global__' RETURNING worker_id",
+		counterDurable: "UPDATE sys_sequence SET worker_id = (worker_id + 1) %% %d, updated_at = CURRENT_TIMESTAMP " +
+			"WHERE service_name = '__global__' RETURNING worker_id",
+		readSlot:   fmt.Sprintf(readSlotFormat, pgNowMs, "$1::integer", "''"),
+		candidates: fmt.Sprintf(candidatesFormat, pgNowMs),
+		census:     fmt.Sprintf(censusFormat, pgNowMs),
+		holders:    fmt.Sprintf(holdersFormat, pgNowMs),
+		bind:       true,
+		audit: "INSERT INTO sys_sequence (service_name, worker_id, instance, updated_at) VALUES ($1, $2, $3, CURRENT_TIMESTAMP) " +
+			"ON CONFLICT (service_name) DO UPDATE SET worker_id = EXCLUDED.worker_id, instance = EXCLUDED.instance, updated_at = EXCLUDED.updated_at",
+	}
+	// PostgreSQL's SET sees the row as it was in every assignment. A
+	// sub-SELECT may lock the rows it reads; under READ COMMITTED, a claim
+	// whose FOR SHARE meets a locked take's lock waits for its commit, then
+	// reads the row's new version and matches nothing, and a locked take's
+	// FOR UPDATE waits for a claim that holds the share lock, after which
+	// its next statement (a new snapshot) sees the claim (both checked on
+	// PostgreSQL 15).
+	q.shared(pgNowMs, "CURRENT_TIMESTAMP", "GREATEST", " FOR SHARE", " FOR UPDATE", "ON CONFLICT (service_name) DO NOTHING", true)
+	return q
+}()
 
 // PostgreSQL's creation lock: concurrent CREATE TABLE IF NOT EXISTS on a
 // fresh database can fail on the catalog's unique index
@@ -312,25 +436,26 @@ const (
 // SQLite (3.42 or later, for RETURNING and unixepoch('subsec');
 // modernc.org/sqlite bundles one). It runs one writer at a time, so every
 // UPDATE is atomic; its clock is the process's own.
-var sqliteText = sqlText{
-	exists: "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?",
-	seed:   seed(dialect.SQLite),
-	counter: "UPDATE sys_sequence SET worker_id = (worker_id + 1) %% %d, updated_at = CURRENT_TIMESTAMP " +
-		"WHERE service_name = '__global__' RETURNING worker_id",
-	readSlot:   fmt.Sprintf(readSlotFormat, sqliteNowMs, "%[1]d", "'%[2]s'"),
-	claim:      fmt.Sprintf(claimFormat, sqliteNowMs, "CURRENT_TIMESTAMP"),
-	insert:     fmt.Sprintf(insertFormat, sqliteNowMs, "CURRENT_TIMESTAMP"),
-	candidates: fmt.Sprintf(candidatesFormat, sqliteNowMs),
-	census:     fmt.Sprintf(censusFormat, sqliteNowMs),
-	holder:     fmt.Sprintf(holderFormat, sqliteNowMs),
-	holders:    fmt.Sprintf(holdersFormat, sqliteNowMs),
-	readBack:   readBack,
-	// SQLite has no GREATEST; max() with two arguments is its scalar maximum.
-	renew:   fmt.Sprintf(renewFormat, sqliteNowMs, "CURRENT_TIMESTAMP", "max"),
-	release: fmt.Sprintf(releaseFormat, sqliteNowMs, "CURRENT_TIMESTAMP"),
-	audit: "INSERT INTO sys_sequence (service_name, worker_id, instance, updated_at) VALUES (?, ?, ?, CURRENT_TIMESTAMP) " +
-		"ON CONFLICT (service_name) DO UPDATE SET worker_id = excluded.worker_id, instance = excluded.instance, updated_at = excluded.updated_at",
-}
+var sqliteText = func() sqlText {
+	q := sqlText{
+		exists: "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?",
+		seed:   seed(dialect.SQLite),
+		counter: "UPDATE sys_sequence SET worker_id = (worker_id + 1) %% %d, updated_at = CURRENT_TIMESTAMP " +
+			"WHERE service_name = '__global__' RETURNING worker_id",
+		readSlot:   fmt.Sprintf(readSlotFormat, sqliteNowMs, "%d", "''"),
+		candidates: fmt.Sprintf(candidatesFormat, sqliteNowMs),
+		census:     fmt.Sprintf(censusFormat, sqliteNowMs),
+		holders:    fmt.Sprintf(holdersFormat, sqliteNowMs),
+		audit: "INSERT INTO sys_sequence (service_name, worker_id, instance, updated_at) VALUES (?, ?, ?, CURRENT_TIMESTAMP) " +
+			"ON CONFLICT (service_name) DO UPDATE SET worker_id = excluded.worker_id, instance = excluded.instance, updated_at = excluded.updated_at",
+	}
+	// SQLite has no GREATEST; max() with two arguments is its scalar
+	// maximum. It has no locking reads, and needs none: one writer runs at
+	// a time, each statement is atomic, and the locked take holds the write
+	// lock from its BEGIN IMMEDIATE.
+	q.shared(sqliteNowMs, "CURRENT_TIMESTAMP", "max", "", "", "ON CONFLICT (service_name) DO NOTHING", false)
+	return q
+}()
 
 // SQLite's per-connection settings: busy_timeout is 0 unless set (a second
 // writer then fails at once with SQLITE_BUSY); the lease sets it on its

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -63,7 +64,6 @@ func (s *session) take(ctx context.Context) (Slot, error) {
 }
 
 // first reads the first slot: the counter's next value, or the explicit id.
-// A live slot with another layout fails the take.
 func (s *session) first(ctx context.Context, c *Clock) (row, error) {
 	v := s.r.WorkerID
 	if !s.r.Explicit {
@@ -84,10 +84,6 @@ func (s *session) first(ctx context.Context, c *Clock) (row, error) {
 		return w, err
 	}
 	s.pending = -1
-	if w.otherLayout >= 0 {
-		return w, fmt.Errorf("%w: ours is %q, and %s; services that share the tables must share the layout and epoch",
-			ErrLayout, s.r.Layout, s.holder(ctx, w.otherLayout))
-	}
 	return w, nil
 }
 
@@ -96,10 +92,10 @@ func (s *session) first(ctx context.Context, c *Clock) (row, error) {
 // for). ok is false when it did not take it; a free slot skipped for its
 // floor is remembered in far.
 func (s *session) try(ctx context.Context, w row, far **row, must bool) (Slot, bool, error) {
-	if !w.exists {
-		return s.tryInsert(ctx, w.workerID)
+	if !w.exists || !s.conforms(w.pool) {
+		return s.lockedTake(ctx, w.workerID, func(w row) (Slot, bool, error) { return s.try(ctx, w, far, must) })
 	}
-	if w.live() {
+	if w.live() || slices.Contains(s.r.Avoid, w.workerID) {
 		return Slot{}, false, nil
 	}
 	ahead := s.r.ahead(w.promiseMs + 1)
@@ -110,7 +106,7 @@ func (s *session) try(ctx context.Context, w row, far **row, must bool) (Slot, b
 		}
 		return Slot{}, false, nil
 	}
-	if ahead > remaining(ctx, 0) {
+	if !canWait(ctx, ahead) {
 		return Slot{}, false, nil // the deadline would pass before the first ID
 	}
 	return s.tryClaim(ctx, w, false)
@@ -118,17 +114,34 @@ func (s *session) try(ctx context.Context, w row, far **row, must bool) (Slot, b
 
 func (s *session) tryClaim(ctx context.Context, w row, takeover bool) (Slot, bool, error) {
 	floor := w.promiseMs + 1
-	promise := s.r.promiseMs(floor)
+	promise, capped, ok := s.promiseFor(w, floor)
+	if !ok {
+		return Slot{}, false, nil // the database's clock went back since the floor was promised
+	}
 	took, err := s.claim(ctx, w, promise, takeover)
 	slot := Slot{WorkerID: w.workerID, Fence: w.fence + 1, Floor: floor, Promise: promise,
-		Previous: w.instance, TookOver: takeover && w.live()}
+		Previous: w.instance, TookOver: takeover && w.live(), Capped: capped}
 	return s.settle(ctx, slot, took, err)
 }
 
-func (s *session) tryInsert(ctx context.Context, workerID int64) (Slot, bool, error) {
-	promise := s.r.promiseMs(1)
-	took, err := s.insert(ctx, workerID, promise)
-	return s.settle(ctx, Slot{WorkerID: workerID, Fence: 1, Floor: 1, Promise: promise}, took, err)
+// promiseFor is the promise a take of slot w writes: Horizon past the
+// holder's clock or past the floor, if that is later, but never past the
+// database's clock + TTL, which the claim's cap would refuse (see
+// sqlText.renew). capped reports that the cap cut a promise whose floor
+// was not ahead of the holder's clock: the holder's clock runs ahead of
+// the database's by more than its Margin. ok is false when even the floor
+// less one is past the cap: the database's clock went back since the
+// floor was promised, and this slot cannot be taken now.
+func (s *session) promiseFor(w row, floor int64) (promise int64, capped, ok bool) {
+	promise = s.r.promiseMs(floor)
+	if s.r.Forever {
+		return promise, false, true
+	}
+	if limit := w.nowMs + s.r.ttlMs(); promise > limit {
+		capped = floor <= s.r.Now().UnixMilli()
+		promise = limit
+	}
+	return promise, capped, promise >= floor-1
 }
 
 // settle turns the outcome of a claim into a result. A conflict the server
@@ -147,6 +160,13 @@ func (s *session) tryInsert(ctx context.Context, workerID int64) (Slot, bool, er
 func (s *session) settle(ctx context.Context, slot Slot, took bool, err error) (Slot, bool, error) {
 	switch {
 	case err == nil:
+		return slot, took, nil
+	case s.locked:
+		// Inside the locked take, any error ends its transaction, which
+		// runs again after a conflict (lockedTake); an answer lost there
+		// is settled once the COMMIT's is.
+		return Slot{}, false, err
+	case retryable(err):
 		return slot, took, nil
 	case retryable(err):
 		s.conflicts, s.lastConflict = s.conflicts+1, err
@@ -177,12 +197,39 @@ func (s *session) settle(ctx context.Context, slot Slot, took bool, err error) (
 	return slot, true, nil
 }
 
+// waitReserve is what a take keeps of its deadline, beyond a wait for the
+// clock to pass a floor, for the statements that follow the claim and the
+// caller's switch to the slot.
+const waitReserve = 100 * time.Millisecond
+
+// canWait reports whether the deadline leaves time to wait ahead for the
+// clock, with waitReserve to spare.
+func canWait(ctx context.Context, ahead time.Duration) bool {
+	return ahead <= 0 || ahead <= remaining(ctx, 0)-waitReserve
+}
+
 // floorAhead is the error for a slot whose floor the deadline cannot wait
 // for.
 func (s *session) floorAhead(w row) error {
-	return fmt.Errorf("%w: worker id %d may issue only from %s, %v ahead of this clock, beyond the lease timeout",
-		ErrFloorAhead, w.workerID, time.UnixMilli(w.promiseMs+1).UTC().Format(time.RFC3339Nano), s.r.ahead(w.promiseMs+1))
+	return &FloorError{WorkerID: w.workerID, Floor: w.promiseMs + 1, Ahead: s.r.ahead(w.promiseMs + 1)}
 }
+
+// FloorError is ErrFloorAhead for one worker id: its previous holder may
+// have issued IDs up to Floor - 1 (Unix ms, the holder's time frame), so
+// nothing may be issued under it below Floor.
+type FloorError struct {
+	WorkerID int64
+	Floor    int64         // Unix ms
+	Ahead    time.Duration // how far ahead of the holder's clock (less the burst lead) when found
+}
+
+func (e *FloorError) Error() string {
+	return fmt.Sprintf("%v: worker id %d may issue only from %s, %v ahead of this clock, beyond the lease timeout",
+		ErrFloorAhead, e.WorkerID, time.UnixMilli(e.Floor).UTC().Format(time.RFC3339Nano), e.Ahead.Round(time.Millisecond))
+}
+
+// Unwrap makes errors.Is(err, ErrFloorAhead) hold.
+func (e *FloorError) Unwrap() error { return ErrFloorAhead }
 
 // search asks the table for free slots once probing the counter has met
 // enough live ones.
@@ -204,7 +251,7 @@ func (s *session) search(ctx context.Context, start int64, far **row, misses *in
 		return Slot{}, false, err
 	}
 	if missing >= 0 {
-		slot, ok, err := s.tryInsert(ctx, missing)
+		slot, ok, err := s.try(ctx, row{workerID: missing, pool: s.pool}, far, false)
 		if !ok && err == nil {
 			*misses++
 		}
@@ -249,22 +296,16 @@ func (s *session) takeExplicit(ctx context.Context, w row, clock Clock) (Slot, e
 				return Slot{}, err
 			}
 		}
+		conflicts := s.conflicts
 		var (
-			slot      Slot
-			ok        bool
-			err       error
-			conflicts = s.conflicts
+			slot Slot
+			ok   bool
+			err  error
 		)
-		switch {
-		case !w.exists:
-			slot, ok, err = s.tryInsert(ctx, w.workerID)
-		case w.live() && (s.r.TakeOver == "" || w.service != s.r.Service || !strings.HasPrefix(w.instance, s.r.TakeOver)):
-			return Slot{}, fmt.Errorf("%w: worker id %d: %s", ErrHeld, w.workerID, s.holder(ctx, w.workerID))
-		default:
-			if s.r.ahead(w.promiseMs+1) > remaining(ctx, 0) {
-				return Slot{}, s.floorAhead(w)
-			}
-			slot, ok, err = s.tryClaim(ctx, w, w.live())
+		if !w.exists || !s.conforms(w.pool) {
+			slot, ok, err = s.lockedTake(ctx, w.workerID, func(w row) (Slot, bool, error) { return s.tryExplicit(ctx, w) })
+		} else {
+			slot, ok, err = s.tryExplicit(ctx, w)
 		}
 		if err != nil {
 			return Slot{}, err
@@ -280,4 +321,18 @@ func (s *session) takeExplicit(ctx context.Context, w row, clock Clock) (Slot, e
 			return Slot{}, errors.New("the slot kept changing under the take")
 		}
 	}
+}
+
+// tryExplicit takes the explicit slot w, which has a row: a free one, or,
+// with TakeOver, the live slot of the same pod. A live slot of another
+// holder fails with ErrHeld, a floor the deadline cannot wait for with
+// ErrFloorAhead.
+func (s *session) tryExplicit(ctx context.Context, w row) (Slot, bool, error) {
+	if w.live() && (s.r.TakeOver == "" || w.service != s.r.Service || !strings.HasPrefix(w.instance, s.r.TakeOver)) {
+		return Slot{}, false, fmt.Errorf("%w: worker id %d: %s", ErrHeld, w.workerID, s.holder(ctx, w.workerID))
+	}
+	if !canWait(ctx, s.r.ahead(w.promiseMs+1)) {
+		return Slot{}, false, s.floorAhead(w)
+	}
+	return s.tryClaim(ctx, w, w.live())
 }

@@ -1,0 +1,533 @@
+package lease
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"entgo.io/ent/dialect"
+
+	"github.com/entflake/entflake/schema"
+)
+
+// The pool's own rows. Two rows of sys_sequence, beside the counter, hold
+// what the slots alone cannot say:
+//
+//   - '__layout__' (schema.LayoutService): the layout and epoch of every
+//     live slot, and the floor of the layout's time field (see layoutText).
+//     Only the locked take writes it, holding it exclusively, after it has
+//     made sure no slot of another layout is live; every claim reads it
+//     with a shared lock and matches only if it still says what the take
+//     read (sqlText.claim). So two layouts are never live at once.
+//   - '__slots__' (schema.SlotsService): in worker_id, how many slot rows
+//     were made (-1: not known yet, count them); in instance, the longest
+//     TTL any holder has used and the end of a window during which rows
+//     are made with a floor (see slotsText). Rows are made only by the
+//     locked take, holding the row: so when the slot table has fewer rows
+//     than were made, rows were deleted, perhaps while their holders lived
+//     (a DELETE, a TRUNCATE, the table dropped and made again), and a row
+//     made again must start above any promise its lost holder can have had.
+//     No promise is ever acknowledged past the database's clock + the
+//     holder's TTL (the cap of claim and renew), so the database's clock +
+//     the longest TTL, at the moment the deletion is seen, is such a floor.
+//
+// The locked take is one transaction on the pinned connection (locked),
+// which a take runs when a claim cannot go alone (conforms): the pool's
+// rows missing, another layout, a longer TTL than recorded, a slot without
+// a row, or TiDB (see claimShared). It costs a few statements more than a
+// claim, and is rare: the first start of a pool, a change of layout,
+// making rows (a chunk of rows at a time).
+
+// chunkRows is how many slot rows the locked take makes at a time: the
+// chunk of 1024 worker ids the wanted one is in, so that a pool of the
+// default layout is made in one go, and a wide layout (up to 2^21 worker
+// ids) only where it is used.
+const chunkRows = 1024
+
+// pool is what a slot's read says of the pool's own rows.
+type pool struct {
+	hasLayout  bool   // the '__layout__' row is there
+	layoutText string // its instance (layoutText); "" when NULL
+	hasSlots   bool   // the '__slots__' row is there
+	made       int64  // slot rows made; -1 when not known
+	slotsText  string // its instance (slotsText)
+	tidb       bool   // the server is TiDB (MySQL dialect only)
+}
+
+// conforms reports whether a claim may run alone, as one statement: the
+// pool's rows are there, say this take's layout, record a TTL at least
+// this take's, and the server's shared locks work (not TiDB). Inside the
+// locked take, every claim conforms.
+func (s *session) conforms(p pool) bool {
+	if s.locked {
+		return true
+	}
+	layout, _ := parseLayout(p.layoutText)
+	return p.hasLayout && p.hasSlots && p.made >= 0 && !p.tidb && layout == s.r.Layout &&
+		(s.r.Forever || parseSlots(p.slotsText).ttl >= s.r.ttlMs())
+}
+
+// layoutText is the '__layout__' row's instance: the layout, and, after a
+// change of layout, " floor=" and the lowest Unix ms its IDs may have,
+// which rows made later start at.
+func layoutText(layout string, floor int64) string {
+	if floor <= 0 {
+		return layout
+	}
+	return layout + " floor=" + strconv.FormatInt(floor, 10)
+}
+
+func parseLayout(t string) (layout string, floor int64) {
+	layout, f, ok := strings.Cut(t, " floor=")
+	if ok {
+		floor, _ = strconv.ParseInt(f, 10, 64)
+	}
+	return layout, floor
+}
+
+// slots is the '__slots__' row's instance: "ttl=<ms> until=<ms>".
+type slots struct {
+	ttl   int64 // the longest TTL any holder used, ms
+	until int64 // database Unix ms until which rows are made with a floor; 0: none
+}
+
+func (st slots) String() string { return fmt.Sprintf("ttl=%d until=%d", st.ttl, st.until) }
+
+// parseSlots reads a slots text; what it cannot read counts as zero (the
+// next locked take writes it afresh, with its own TTL).
+func parseSlots(t string) slots {
+	var st slots
+	for _, f := range strings.Fields(t) {
+		k, v, _ := strings.Cut(f, "=")
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			continue
+		}
+		switch k {
+		case "ttl":
+			st.ttl = n
+		case "until":
+			st.until = n
+		}
+	}
+	return st
+}
+
+// layoutEpochMs is the epoch of a layout tag ("0/10/12 2024-01-01T00:00:00.000Z").
+func layoutEpochMs(layout string) (int64, bool) {
+	_, e, ok := strings.Cut(layout, " ")
+	if !ok {
+		return 0, false
+	}
+	t, err := time.Parse("2006-01-02T15:04:05.000Z", e)
+	if err != nil {
+		return 0, false
+	}
+	return t.UnixMilli(), true
+}
+
+// markers are the pool's rows as the locked take read them.
+type markers struct {
+	hasLayout, hasSlots bool
+	layoutText          string
+	made                int64
+	slotsText           string
+	nowMs               int64
+}
+
+// errCommitLost marks a locked take whose COMMIT went unanswered.
+var errCommitLost = errors.New("the commit's answer was lost")
+
+// lockedTake runs decide on the slot workerID inside the locked take, and
+// runs the whole transaction again after a conflict, within the deadline.
+func (s *session) lockedTake(ctx context.Context, workerID int64, decide func(row) (Slot, bool, error)) (slot Slot, took bool, err error) {
+	err = retryConflicts(ctx, func() error {
+		var e error
+		slot, took, e = s.lockedOnce(ctx, workerID, decide)
+		return e
+	})
+	if errors.Is(err, errCommitLost) && took {
+		// The claim was inside a transaction whose COMMIT's answer was
+		// lost: read the slot back, as for a claim that ran alone.
+		return s.settle(ctx, slot, true, err)
+	}
+	return slot, took, err
+}
+
+// lockedOnce is one try of the locked take: it locks the pool's rows,
+// changes the layout if it must, records a longer TTL, makes the slot's
+// row (and its chunk's) if missing, and lets decide claim the slot, all in
+// one transaction. decide's answers that the setup must outlive (a floor
+// too far ahead, a held worker id, a miss) commit; an error of the
+// database's rolls back.
+func (s *session) lockedOnce(ctx context.Context, workerID int64, decide func(row) (Slot, bool, error)) (Slot, bool, error) {
+	end, err := s.beginLocked(ctx)
+	if err != nil {
+		return Slot{}, false, err
+	}
+	s.deleted = nil
+	committed := false
+	defer func() {
+		if !committed {
+			end(false)
+		}
+	}()
+	m, err := s.lockMarkers(ctx)
+	if err != nil {
+		return Slot{}, false, err
+	}
+	if !m.hasLayout || !m.hasSlots {
+		if _, err := s.x.ExecContext(ctx, s.q.seedMarkers); err != nil {
+			return Slot{}, false, fmt.Errorf("seed the pool's rows: %w", err)
+		}
+		if m, err = s.lockMarkers(ctx); err != nil {
+			return Slot{}, false, err
+		}
+		if !m.hasLayout || !m.hasSlots {
+			return Slot{}, false, errors.New("the pool's rows are missing after seeding them")
+		}
+	}
+	st := parseSlots(m.slotsText)
+	wrote := false
+	if layout, _ := parseLayout(m.layoutText); layout != s.r.Layout {
+		floor, err := s.changeLayout(ctx, layout, st, m.nowMs)
+		if err != nil {
+			return Slot{}, false, err
+		}
+		if _, err := s.x.ExecContext(ctx, s.q.writeMarker, 0, layoutText(s.r.Layout, floor), schema.LayoutService); err != nil {
+			return Slot{}, false, fmt.Errorf("write the pool's layout: %w", err)
+		}
+		m.layoutText, wrote = layoutText(s.r.Layout, floor), true
+	}
+	made, writeSlots := m.made, false
+	if made < 0 {
+		var now int64
+		if err := s.x.QueryRowContext(ctx, s.q.countRows).Scan(&made, &now); err != nil {
+			return Slot{}, false, fmt.Errorf("count the slot rows: %w", err)
+		}
+		writeSlots = true
+	}
+	if ttl := s.r.ttlMs(); !s.r.Forever && st.ttl < ttl {
+		st.ttl, writeSlots = ttl, true
+	}
+	w, err := s.read(ctx, workerID, nil)
+	if err != nil {
+		return Slot{}, false, err
+	}
+	if !w.exists {
+		if made, err = s.makeRows(ctx, workerID, made, &st, m.layoutText); err != nil {
+			return Slot{}, false, err
+		}
+		writeSlots = true
+	}
+	if writeSlots {
+		if _, err := s.x.ExecContext(ctx, s.q.writeMarker, made, st.String(), schema.SlotsService); err != nil {
+			return Slot{}, false, fmt.Errorf("write the pool's slot count: %w", err)
+		}
+		wrote = true
+	}
+	if wrote || !w.exists {
+		// Read again: the claim compares the layout row and the beats as
+		// they are now.
+		if w, err = s.read(ctx, workerID, nil); err != nil {
+			return Slot{}, false, err
+		}
+	}
+	if !w.exists {
+		return Slot{}, false, fmt.Errorf("slot %d has no row after the rows were made", workerID)
+	}
+	slot, took, derr := decide(w)
+	if derr != nil && (answered(derr) || !errIsAny(derr, ErrFloorAhead, ErrHeld)) {
+		return Slot{}, false, derr // a database error: roll back, and perhaps try again
+	}
+	committed = true
+	if err := end(true); err != nil {
+		if answered(err) {
+			return Slot{}, false, fmt.Errorf("commit the locked take: %w", err)
+		}
+		return slot, took, fmt.Errorf("commit the locked take: %w: %w", errCommitLost, err)
+	}
+	for _, d := range s.deleted {
+		if s.r.Deleted != nil {
+			s.r.Deleted(d)
+		}
+	}
+	s.deleted = nil
+	return slot, took, derr
+}
+
+// beginLocked starts the locked take's transaction on the pinned
+// connection and points the session's statements at it; end commits (or
+// rolls back) and points them back.
+func (s *session) beginLocked(ctx context.Context) (end func(commit bool) error, err error) {
+	restore := func() { s.x, s.locked = s.conn, false }
+	switch s.r.Dialect {
+	case dialect.Postgres:
+		tx, err := s.conn.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+		if err != nil {
+			return nil, fmt.Errorf("begin the locked take: %w", err)
+		}
+		bound := fmt.Sprintf("%dms", remaining(ctx, time.Millisecond).Milliseconds())
+		if _, err := tx.ExecContext(ctx, pgLockWait, bound); err != nil {
+			_ = tx.Rollback()
+			return nil, fmt.Errorf("bound lock waits: %w", err)
+		}
+		s.x, s.locked = tx, true
+		return func(commit bool) error {
+			defer restore()
+			if commit {
+				return tx.Commit()
+			}
+			return tx.Rollback()
+		}, nil
+	case dialect.MySQL:
+		if s.tidb {
+			// TiDB takes a transaction's snapshot at its start, and its
+			// plain reads would not see what the previous holder of the
+			// lock committed: READ COMMITTED reads the latest rows at each
+			// statement (TiDB has it for pessimistic transactions, its
+			// default). MySQL and MariaDB need none: their snapshot is
+			// taken at the first plain read, after lockMarkers' lock.
+			if _, err := s.conn.ExecContext(ctx, "SET TRANSACTION ISOLATION LEVEL READ COMMITTED"); err != nil {
+				return nil, fmt.Errorf("begin the locked take: %w", err)
+			}
+		}
+		if _, err := s.conn.ExecContext(ctx, "START TRANSACTION"); err != nil {
+			return nil, fmt.Errorf("begin the locked take: %w", err)
+		}
+	default:
+		if _, err := s.conn.ExecContext(ctx, sqliteBegin); err != nil {
+			return nil, fmt.Errorf("begin the locked take: %w", err)
+		}
+	}
+	s.locked = true
+	return func(commit bool) error {
+		defer restore()
+		if commit {
+			// COMMIT as a statement ends with ctx (see tx).
+			_, err := s.conn.ExecContext(ctx, "COMMIT")
+			return err
+		}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		_, err := s.conn.ExecContext(rctx, "ROLLBACK")
+		return err
+	}, nil
+}
+
+// lockMarkers reads the pool's rows with an exclusive lock.
+func (s *session) lockMarkers(ctx context.Context) (markers, error) {
+	rows, err := s.x.QueryContext(ctx, s.q.lockMarkers)
+	if err != nil {
+		return markers{}, fmt.Errorf("lock the pool's rows: %w", err)
+	}
+	defer rows.Close()
+	m := markers{made: -1}
+	for rows.Next() {
+		var (
+			name     string
+			workerID int64
+			text     sql.NullString
+		)
+		if err := rows.Scan(&name, &workerID, &text, &m.nowMs); err != nil {
+			return markers{}, fmt.Errorf("lock the pool's rows: %w", err)
+		}
+		switch name {
+		case schema.LayoutService:
+			m.hasLayout, m.layoutText = true, text.String
+		case schema.SlotsService:
+			m.hasSlots, m.made, m.slotsText = true, workerID, text.String
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return markers{}, fmt.Errorf("lock the pool's rows: %w", err)
+	}
+	return m, nil
+}
+
+// changeLayout moves the pool from layout old to the take's, holding the
+// pool's rows: no slot of another layout may be live, and every ID of the
+// new layout must be above every ID any old layout can have issued, in
+// the time field that the two share: the floor it returns (Unix ms of the
+// new layout) is one above the highest time field of the promise of any
+// slot of another layout, moved to the new epoch. An epoch moved later
+// shifts it by the difference: the same time field means a later instant.
+// Every slot row takes the new layout and that floor less one as its
+// promise (see sqlText.convert); rows made later take the floor from the
+// layout row.
+func (s *session) changeLayout(ctx context.Context, old string, st slots, nowMs int64) (int64, error) {
+	if st.until > nowMs {
+		return 0, fmt.Errorf("%w: ours is %q; slot rows were found deleted, and their holders may be live until %s: "+
+			"the pool's layout (%q) cannot change before then", ErrLayout, s.r.Layout,
+			time.UnixMilli(st.until).UTC().Format(time.RFC3339Nano), old)
+	}
+	var (
+		other  int64
+		layout sql.NullString
+	)
+	err := s.x.QueryRowContext(ctx, s.q.liveOther, s.r.Layout, s.r.Layout).Scan(&other, &layout)
+	switch {
+	case err == nil:
+		return 0, fmt.Errorf("%w: ours is %q, and %s; services that share the tables must share the layout and epoch",
+			ErrLayout, s.r.Layout, s.holder(ctx, other))
+	case !errors.Is(err, sql.ErrNoRows):
+		return 0, fmt.Errorf("look for live slots of another layout: %w", err)
+	}
+	mine, ok := layoutEpochMs(s.r.Layout)
+	if !ok {
+		return 0, fmt.Errorf("layout %q has no epoch", s.r.Layout)
+	}
+	// A layout that cannot be read is taken to have the old layout's epoch
+	// (or, without one, this take's).
+	oldEpoch, ok := layoutEpochMs(old)
+	if !ok {
+		oldEpoch = mine
+	}
+	rows, err := s.x.QueryContext(ctx, s.q.layoutMax)
+	if err != nil {
+		return 0, fmt.Errorf("read the slots' promises: %w", err)
+	}
+	defer rows.Close()
+	top := int64(-1) // the highest time field of any promise
+	for rows.Next() {
+		var (
+			l sql.NullString
+			p sql.NullInt64
+		)
+		if err := rows.Scan(&l, &p); err != nil {
+			return 0, fmt.Errorf("read the slots' promises: %w", err)
+		}
+		if !l.Valid || l.String == s.r.Layout {
+			// Rows of this layout floor their own next holders, in this
+			// layout's time frame; rows never held have issued nothing.
+			continue
+		}
+		epoch, ok := layoutEpochMs(l.String)
+		if !ok {
+			epoch = oldEpoch
+		}
+		if p.Valid && p.Int64 > 0 {
+			top = max(top, p.Int64-epoch)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("read the slots' promises: %w", err)
+	}
+	rows.Close()
+	floor := int64(0)
+	if top >= 0 {
+		floor = top + mine + 1
+	}
+	if ahead := s.r.ahead(floor); floor > 0 && ahead > remaining(ctx, 0) {
+		return 0, fmt.Errorf("%w: ours is %q, and the pool's IDs (last layout %q) reach the time field of %s in our epoch, "+
+			"%v ahead of this clock: IDs of ours would repeat them; keep the epoch, or wait until then",
+			ErrLayout, s.r.Layout, old, time.UnixMilli(floor).UTC().Format(time.RFC3339Nano), ahead.Round(time.Millisecond))
+	}
+	below := max(floor-1, 0)
+	if _, err := s.x.ExecContext(ctx, s.q.convert, s.r.Layout, s.r.Layout, below, below,
+		s.r.Layout, s.r.Layout, s.r.Layout, below); err != nil {
+		return 0, fmt.Errorf("move the slots to the new layout: %w", err)
+	}
+	return floor, nil
+}
+
+// makeRows makes the missing rows of the chunk that workerID is in, free
+// and never held, and returns the new count of rows made. Made is the
+// count so far. When the slot table has fewer rows than were made, rows
+// were deleted: from now until the database's clock + the longest TTL
+// (st.until), rows are made with that as their promise, and the request's
+// Deleted is told.
+func (s *session) makeRows(ctx context.Context, workerID, made int64, st *slots, layoutRow string) (int64, error) {
+	var count, nowMs int64
+	if err := s.x.QueryRowContext(ctx, s.q.countRows).Scan(&count, &nowMs); err != nil {
+		return 0, fmt.Errorf("count the slot rows: %w", err)
+	}
+	ttl := st.ttl
+	if ttl <= 0 && !s.r.Forever {
+		ttl = s.r.ttlMs()
+	}
+	if count < made {
+		st.until = max(st.until, nowMs+ttl)
+		made = count
+	}
+	floored := nowMs < st.until
+	if !floored {
+		st.until = 0
+	}
+	lo := workerID - workerID%chunkRows
+	hi := min(lo+chunkRows, s.r.Workers) - 1
+	have := map[int64]bool{}
+	rows, err := s.x.QueryContext(ctx, fmt.Sprintf(s.q.chunkRows, lo, hi))
+	if err != nil {
+		return 0, fmt.Errorf("read the chunk's slot rows: %w", err)
+	}
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("read the chunk's slot rows: %w", err)
+		}
+		have[id] = true
+	}
+	if err := rows.Err(); err != nil {
+		rows.Close()
+		return 0, fmt.Errorf("read the chunk's slot rows: %w", err)
+	}
+	rows.Close()
+	_, layoutFloor := parseLayout(layoutRow)
+	promise := max(layoutFloor-1, 0)
+	if floored {
+		promise = max(promise, nowMs+ttl)
+	}
+	var (
+		b       strings.Builder
+		missing []int64
+	)
+	b.WriteString(s.q.makeRows)
+	for id := lo; id <= hi; id++ {
+		if have[id] {
+			continue
+		}
+		if len(missing) > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, s.q.makeRow, id, promise)
+		missing = append(missing, id)
+	}
+	if len(missing) == 0 {
+		return made, nil
+	}
+	if _, err := s.x.ExecContext(ctx, b.String()); err != nil {
+		return 0, fmt.Errorf("make slot rows %d..%d: %w", lo, hi, err)
+	}
+	if floored {
+		s.deleted = append(s.deleted, Deleted{WorkerIDs: missing, Until: time.UnixMilli(st.until)})
+	}
+	return made + int64(len(missing)), nil
+}
+
+// Deleted says that slot rows were found deleted and made again: their
+// holders, if they lived, may have been promised IDs up to Until, so the
+// rows' next holders start above it.
+type Deleted struct {
+	// WorkerIDs are the worker ids whose rows were made again with the
+	// floor (every missing row of the chunk: which of them were deleted and
+	// which were never made is not known).
+	WorkerIDs []int64
+	// Until is the floor, on the database's clock.
+	Until time.Time
+}
+
+// errIsAny reports whether err is any of targets.
+func errIsAny(err error, targets ...error) bool {
+	for _, t := range targets {
+		if errors.Is(err, t) {
+			return true
+		}
+	}
+	return false
+}
