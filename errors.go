@@ -41,15 +41,19 @@ var (
 var (
 	// ErrWorkerHeld: a fixed worker id (WithWorkerID, ENTFLAKE_WORKER_ID) is
 	// held by another live instance; the error names it.
-	ErrWorkerHeld = errors.New("worker id held by a live instance")
-	// ErrLayoutMismatch: a live instance that leases from the same tables
-	// uses another layout or epoch; the error names both. Instances that
-	// share the tables must share both (dead ones do not count).
-	ErrLayoutMismatch = errors.New("layout or epoch differs from a live instance's")
+	ErrWorkerHeld = lease.ErrHeld
+	// ErrLayoutMismatch: the pool's layout or epoch is not this generator's
+	// and cannot become it now: a live instance that leases from the same
+	// tables uses the pool's (the error names both; instances that share
+	// the tables must share both, dead ones do not count), slot rows were
+	// found deleted lately (a change waits until their holders cannot be
+	// issuing), or IDs issued under the pool's epoch would repeat under the
+	// new one (an epoch moved later).
+	ErrLayoutMismatch = lease.ErrLayout
 	// ErrAllWorkersHeld: every worker id of the layout is held by a live
 	// instance. It is the reason of a fallback (or, with WithRequireLease,
 	// in the chain of ErrNoLease).
-	ErrAllWorkersHeld = errors.New("every worker id is held by a live instance")
+	ErrAllWorkersHeld = lease.ErrAllHeld
 	// ErrNoLease: WithRequireLease was given and no worker id could be
 	// leased or registered; the reason is in the chain.
 	ErrNoLease = errors.New("no worker lease")
@@ -74,8 +78,8 @@ var (
 	// BumpClockSequence with a layout that has no clock-sequence bits.
 	ErrInvalidPolicy = snowflake.ErrInvalidPolicy
 	// ErrInvalidService: a service name that is empty where the lease needs
-	// one, longer than 64 characters, not UTF-8, or "__global__" (the pool
-	// row's name).
+	// one, longer than 64 characters, not UTF-8, or the name of a row of
+	// the lease's own ("__global__", "__layout__", "__slots__").
 	ErrInvalidService = schema.ErrInvalidService
 	// ErrUnknownDialect: a dialect other than ent's dialect.MySQL,
 	// dialect.Postgres and dialect.SQLite.

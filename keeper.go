@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/entflake/entflake/internal/lease"
@@ -34,6 +36,14 @@ type keeper struct {
 	failures int  // renewals or takes failed in a row
 	fenced   bool // the promise was reached during this run of failures
 	held     bool // a take found the fixed worker id held by another live instance
+	lost     bool // the slot held was lost (taken, gone, expired); NextID says so until a new one is held
+	capped   bool // the database's clock refused a promise in this run of renewals
+	// unregistered is the first millisecond (Unix, the generator's clock) a
+	// fixed worker id may have issued in while not registered in its slot,
+	// or 0: a floor learnt later tells which of those IDs may repeat a
+	// previous holder's.
+	unregistered int64
+	floorSeen    bool // a take found the fixed worker id's floor ahead, and the generator stopped
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -106,19 +116,40 @@ func (k *keeper) renew(ctx context.Context) time.Duration {
 			k.log.LogAttrs(ctx, slog.LevelInfo, "entflake: lease renewal recovered",
 				append(attrs, slog.Int("failures", k.failures))...)
 		}
-		k.failures, k.fenced = 0, false
+		k.failures, k.fenced, k.capped = 0, false, false
 		k.g.update(func(s *LeaseStatus) {
 			s.State, s.Promise, s.Renewed, s.Err = LeaseHeld, time.UnixMilli(k.promise), time.Now(), nil
 		})
+		return max(k.hb.Interval-time.Since(start), 0)
+	case errors.Is(err, lease.ErrCapped):
+		// The slot stays live, but the database refused the promise: this
+		// clock runs ahead of the database's by more than Margin. Issue up
+		// to the old promise only; say so once per run of refusals.
+		k.g.stats.renewals.Add(1)
+		if !k.capped {
+			k.log.LogAttrs(ctx, slog.LevelError, "entflake: lease promise refused by the database's clock",
+				append(attrs, slog.String("error", err.Error()),
+					slog.String("effect", "NextID fails with ErrFenced once this clock passes the promise the database holds; "+
+						"fix the clock (or raise Heartbeat.Margin above the skew)"))...)
+		}
+		k.capped = true
+		if !k.fenced && k.clock.Now().UnixMilli() > k.promise {
+			k.fenced = true
+			k.g.stats.fencings.Add(1)
+		}
+		k.g.update(func(s *LeaseStatus) { s.State, s.Renewed, s.Err = LeaseRenewing, time.Now(), err })
 		return max(k.hb.Interval-time.Since(start), 0)
 	case errors.Is(err, lease.ErrLost):
 		// Another instance took the slot, or its row or table is gone:
 		// stop issuing under it at once, then look for another.
 		k.g.g.Stop(fmt.Errorf("entflake: NextID: %w: %w", ErrFenced, err))
 		k.g.stats.renewalFailures.Add(1)
-		k.g.stats.fencings.Add(1)
+		if !k.fenced {
+			k.g.stats.fencings.Add(1) // not already fenced by a promise that ran out
+		}
 		k.log.LogAttrs(ctx, slog.LevelError, "entflake: worker lease lost", append(attrs, slog.String("error", err.Error()))...)
-		k.hold, k.failures = nil, 0
+		k.twin(ctx, err)
+		k.hold, k.failures, k.lost = nil, 0, true
 		k.g.update(func(s *LeaseStatus) { s.State, s.Err = LeaseLost, err })
 		return k.hb.Retry
 	}
@@ -156,15 +187,24 @@ func (k *keeper) acquire(ctx context.Context) time.Duration {
 		k.failures++
 		k.g.update(func(s *LeaseStatus) { s.Err = err })
 		level := slog.LevelDebug // Open said why it has no lease; this is the retry
+		var fe *lease.FloorError
+		if errors.As(err, &fe) && k.req.Explicit {
+			k.floorAhead(ctx, fe)
+		}
 		if errors.Is(err, lease.ErrHeld) {
 			// A fixed id that another live instance holds: this generator
 			// may have issued under it already. Stop, whatever failed
-			// before, and say so once.
-			k.g.g.Stop(fmt.Errorf("entflake: NextID: %w: %w", ErrFenced, err))
+			// before, and say so once. After a lost slot it is stopped
+			// already, and NextID goes on saying that the lease was lost.
+			if !k.lost {
+				k.g.g.Stop(fmt.Errorf("entflake: NextID: %w: %w", ErrFenced, err))
+			}
 			k.g.update(func(s *LeaseStatus) { s.State = LeaseLost })
 			if !k.held {
 				level = slog.LevelError
-				k.g.stats.fencings.Add(1)
+				if !k.lost {
+					k.g.stats.fencings.Add(1)
+				}
 			}
 			k.held = true
 		}
@@ -172,7 +212,7 @@ func (k *keeper) acquire(ctx context.Context) time.Duration {
 			slog.String("error", err.Error()), slog.Int("failures", k.failures))
 		return min(k.hb.Retry<<min(k.failures-1, 10), k.hb.Interval)
 	}
-	k.failures, k.fenced, k.held = 0, false, false
+	k.failures, k.fenced, k.held, k.floorSeen, k.lost = 0, false, false, false, false
 	k.g.stats.switches.Add(1)
 	k.log.LogAttrs(ctx, slog.LevelInfo, "entflake: switched to leased worker id",
 		slog.String("service", k.req.Service), slog.Int64("from_worker_id", from),
@@ -182,30 +222,53 @@ func (k *keeper) acquire(ctx context.Context) time.Duration {
 }
 
 // take takes a slot, waits for the clock to pass its floor, and moves the
-// generator onto it.
+// generator onto it. A slot whose floor the deadline cannot wait for after
+// all (the clock stepped back during the wait) is given back, and another
+// is taken instead, unless the worker id is fixed.
 func (k *keeper) take(ctx context.Context) (lease.Slot, error) {
-	slot, err := lease.Take(ctx, k.req)
-	if err != nil {
-		return slot, err
+	req := k.req
+	for {
+		slot, err := lease.Take(ctx, req)
+		if err != nil {
+			return slot, err
+		}
+		err = k.adopt(ctx, slot)
+		if err == nil {
+			return slot, nil
+		}
+		if !errors.Is(err, lease.ErrFloorAhead) || req.Explicit || ctx.Err() != nil || len(req.Avoid) >= 3 {
+			return slot, err
+		}
+		req.Avoid = append(slices.Clone(req.Avoid), slot.WorkerID)
 	}
-	if err := k.adopt(ctx, slot); err != nil {
-		return slot, err
-	}
-	return slot, nil
 }
 
 // adopt waits for the clock to reach the slot's floor (less the burst lead)
 // and switches the generator to it. If the wait does not end in time, the
-// slot is released with its old promise, untouched.
+// slot is released with its old promise, untouched, and the error is a
+// lease.FloorError: the floor is known, and nothing may be issued under
+// the worker id below it.
 func (k *keeper) adopt(ctx context.Context, slot lease.Slot) error {
-	if err := waitClock(ctx, k.clock, time.UnixMilli(slot.Floor).Add(-k.lead)); err != nil {
+	floor := time.UnixMilli(slot.Floor).Add(-k.lead)
+	if slot.WorkerID == k.g.WorkerID() && k.clock.Now().Before(floor) {
+		// The generator issues under this worker id already (a fixed id,
+		// unregistered): it must not go on below the floor while it waits.
+		k.g.g.Stop(fmt.Errorf("entflake: NextID: %w: worker id %d waits for its floor %s", ErrFenced, slot.WorkerID,
+			time.UnixMilli(slot.Floor).UTC().Format(millisUTC)))
+	}
+	if err := k.waitFloor(ctx, slot, floor); err != nil {
 		k.giveBack(ctx, slot)
-		return err
+		if errors.Is(err, lease.ErrLost) {
+			return err
+		}
+		return fmt.Errorf("%w (%v)", &lease.FloorError{WorkerID: slot.WorkerID, Floor: slot.Floor,
+			Ahead: floor.Sub(k.clock.Now())}, err)
 	}
 	if err := k.g.g.Switch(slot.WorkerID, k.field(slot.Floor), k.field(slot.Promise)); err != nil {
 		k.giveBack(ctx, slot) // closed meanwhile
 		return err
 	}
+	k.overlap(ctx, slot)
 	h := k.req.Holding(slot)
 	k.hold, k.promise = &h, slot.Promise
 	k.g.update(func(s *LeaseStatus) {
@@ -216,6 +279,97 @@ func (k *keeper) adopt(ctx context.Context, slot lease.Slot) error {
 		}
 	})
 	return nil
+}
+
+// waitFloor waits for the clock to reach floor, and keeps the slot live
+// meanwhile: a wait may last longer than the TTL (a takeover of the same
+// pod's slot waits for the old incarnation's promise, up to TTL - Margin
+// ahead), and the heartbeat starts only once the generator is on the slot.
+// The renewals keep the take's promise: nothing is issued under it yet.
+func (k *keeper) waitFloor(ctx context.Context, slot lease.Slot, floor time.Time) error {
+	h := k.req.Holding(slot)
+	for {
+		next := k.clock.Now().Add(k.hb.Interval)
+		if !next.Before(floor) {
+			return waitClock(ctx, k.clock, floor)
+		}
+		if err := waitClock(ctx, k.clock, next); err != nil {
+			return err
+		}
+		if k.private {
+			continue
+		}
+		rctx, cancel := context.WithTimeout(ctx, k.hb.Timeout)
+		err := lease.Renew(rctx, h, k.hb.TTL.Milliseconds(), slot.Promise)
+		cancel()
+		if err != nil && !errors.Is(err, lease.ErrCapped) && ctx.Err() == nil && errors.Is(err, lease.ErrLost) {
+			return err
+		}
+	}
+}
+
+// floorAhead handles a fixed worker id whose slot's floor a background take
+// found ahead of the clock, too far to wait for: its previous holder may
+// have issued up to the floor. A generator that issues under the id
+// unregistered stops at once (it would issue below the floor), and says at
+// ERROR which of its IDs may have repeated that holder's; the background
+// take registers the id once the clock nears the floor. Said once.
+func (k *keeper) floorAhead(ctx context.Context, fe *lease.FloorError) {
+	if k.floorSeen {
+		return
+	}
+	k.floorSeen = true
+	k.g.g.Stop(fmt.Errorf("entflake: NextID: %w: %w", ErrFenced, fe))
+	k.g.stats.fencings.Add(1)
+	k.g.update(func(s *LeaseStatus) { s.State = LeaseFenced })
+	attrs := []slog.Attr{slog.Int64("worker_id", fe.WorkerID), slog.Time("floor", time.UnixMilli(fe.Floor)),
+		slog.String("effect", "NextID fails with ErrFenced until the clock nears the floor and the worker id is registered")}
+	if k.unregistered > 0 {
+		if last := k.epochMs + k.g.g.Highest(); last >= k.unregistered {
+			attrs = append(attrs, slog.Time("repeats_from", time.UnixMilli(k.unregistered)), slog.Time("repeats_to", time.UnixMilli(last)),
+				slog.String("risk", "IDs this generator issued unregistered in that range may repeat the previous holder's"))
+		}
+		k.unregistered = 0 // said here; the generator has stopped
+	}
+	k.log.LogAttrs(ctx, slog.LevelError, "entflake: fixed worker id's floor is ahead", attrs...)
+}
+
+// overlap says, at ERROR, when a fixed worker id registered at last has a
+// previous holder that may have issued in the milliseconds this generator
+// issued in unregistered: those IDs may repeat.
+func (k *keeper) overlap(ctx context.Context, slot lease.Slot) {
+	from := k.unregistered
+	k.unregistered = 0
+	if from == 0 {
+		return
+	}
+	last := k.epochMs + k.g.g.Highest()
+	to := min(slot.Floor-1, last)
+	if to < from {
+		return
+	}
+	k.log.LogAttrs(ctx, slog.LevelError, "entflake: fixed worker id registered after issuing unregistered",
+		slog.Int64("worker_id", slot.WorkerID), slog.Time("repeats_from", time.UnixMilli(from)), slog.Time("repeats_to", time.UnixMilli(to)),
+		slog.String("previous", slot.Previous),
+		slog.String("risk", "IDs this generator issued unregistered in that range may repeat the previous holder's"))
+}
+
+// twin handles a slot taken over by another instance of the same service
+// and pod (POD_NAME): a crash-restarted pod takes its old incarnation's
+// slot over, but when this instance is alive, two live pods share one
+// POD_NAME, and they would keep taking the slot from each other. This one
+// stops taking over: it stays fenced while the other holds the worker id,
+// and says so at ERROR, naming both.
+func (k *keeper) twin(ctx context.Context, err error) {
+	var le *lease.LostError
+	if k.req.TakeOver == "" || !errors.As(err, &le) || le.Instance == k.req.Instance ||
+		le.Service != k.req.Service || !strings.HasPrefix(le.Instance, k.req.TakeOver) {
+		return
+	}
+	k.log.LogAttrs(ctx, slog.LevelError, "entflake: two live instances share one POD_NAME",
+		slog.Int64("worker_id", le.WorkerID), slog.String("instance", k.req.Instance), slog.String("other", le.Instance),
+		slog.String("effect", "this instance no longer takes the slot over; NextID fails with ErrFenced while the other holds it"))
+	k.req.TakeOver = ""
 }
 
 // giveBack releases a slot just taken and never issued under, leaving its

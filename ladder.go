@@ -8,6 +8,7 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"os"
+	"slices"
 	"time"
 
 	"entgo.io/ent/dialect"
@@ -134,7 +135,17 @@ func openDB(ctx context.Context, db *sql.DB, dialectName string, opts []Option) 
 		if c.lifetime {
 			g, err = c.openLifetime(ctx, leaseDB, leaseDialect, instance)
 		} else {
-			g, err = c.openLease(ctx, c.keeper(leaseDB, leaseDialect, instance, SourceLease))
+			k := c.keeper(leaseDB, leaseDialect, instance, SourceLease)
+			g, err = c.openLease(ctx, k)
+			var fe *lease.FloorError
+			if errors.As(err, &fe) && ctx.Err() == nil {
+				// The database answered, and every free worker id's floor
+				// is further ahead than the lease timeout can wait for
+				// (slot rows found deleted are made again above what their
+				// holders may have issued): a fallback id could repeat
+				// theirs, so wait, fenced, and lease in the background.
+				return c.startFenced(ctx, k, fe, err)
+			}
 		}
 		if err == nil || errIs(err, ErrClockSkew, ErrLayoutMismatch) {
 			return g, err
@@ -182,7 +193,7 @@ func openDB(ctx context.Context, db *sql.DB, dialectName string, opts []Option) 
 // keeper makes the run-time half of a lease from db for this configuration.
 func (c *config) keeper(db *sql.DB, dialectName, instance string, source Source) *keeper {
 	hb := c.heartbeat
-	return &keeper{
+	k := &keeper{
 		log: c.logger, hb: hb, source: source, timeout: c.leaseTimeout, clock: c.clock,
 		epochMs: c.epoch.UnixMilli(), lead: c.maxLead,
 		req: lease.Request{
@@ -190,6 +201,15 @@ func (c *config) keeper(db *sql.DB, dialectName, instance string, source Source)
 			Workers: c.layout.workers(), Now: c.clock.Now, TTL: hb.TTL, Horizon: hb.horizon(), Lead: c.maxLead,
 		},
 	}
+	k.req.Deleted = func(d lease.Deleted) {
+		k.log.LogAttrs(context.Background(), slog.LevelError, "entflake: slot rows found deleted",
+			slog.String("service", c.service), slog.Int("rows", len(d.WorkerIDs)),
+			slog.Int64("first_worker_id", d.WorkerIDs[0]), slog.Int64("last_worker_id", d.WorkerIDs[len(d.WorkerIDs)-1]),
+			slog.Time("floor", d.Until),
+			slog.String("effect", "the rows are made again, and their next holders issue only above the floor: "+
+				"a holder of a deleted row may still be issuing until its next renewal finds the row gone"))
+	}
+	return k
 }
 
 // openLease runs rung 2 (and rung 1's registration) under the lease
@@ -203,24 +223,48 @@ func (c *config) openLease(ctx context.Context, k *keeper) (*Generator, error) {
 		return nil, err
 	}
 	k.private, k.req.Forever = private, private
-	slot, err := lease.Take(lctx, k.req)
-	if err != nil {
-		return nil, mapLeaseError(err)
+	var (
+		g    *Generator
+		slot lease.Slot
+		req  = k.req
+	)
+	for {
+		slot, err = lease.Take(lctx, req)
+		if err != nil {
+			return nil, err
+		}
+		attrs := []slog.Attr{slog.String("service", c.service), slog.Int64("worker_id", slot.WorkerID),
+			slog.String("source", k.source.String())}
+		if err := c.checkSkew(ctx, slot.Clock, attrs); err != nil {
+			k.giveBack(ctx, slot)
+			return nil, fmt.Errorf("%w, leaving worker id %d unused", err, slot.WorkerID)
+		}
+		if g == nil {
+			if g, err = c.build(slot.WorkerID, k.source, k.req.Instance); err != nil {
+				k.giveBack(ctx, slot)
+				return nil, err
+			}
+			k.g, g.k = g, k
+		}
+		err = k.adopt(lctx, slot)
+		if err == nil {
+			break
+		}
+		// The clock did not reach the slot's floor in time (it stepped back
+		// during the wait): on the lease path, take another slot.
+		if !errors.Is(err, lease.ErrFloorAhead) || req.Explicit || lctx.Err() != nil || len(req.Avoid) >= 3 {
+			return nil, err
+		}
+		req.Avoid = append(slices.Clone(req.Avoid), slot.WorkerID)
 	}
 	attrs := []slog.Attr{slog.String("service", c.service), slog.Int64("worker_id", slot.WorkerID),
 		slog.String("source", k.source.String())}
-	if err := c.checkSkew(ctx, slot.Clock, attrs); err != nil {
-		k.giveBack(ctx, slot)
-		return nil, fmt.Errorf("%w, leaving worker id %d unused", err, slot.WorkerID)
-	}
-	g, err := c.build(slot.WorkerID, k.source, k.req.Instance)
-	if err != nil {
-		k.giveBack(ctx, slot)
-		return nil, err
-	}
-	k.g, g.k = g, k
-	if err := k.adopt(lctx, slot); err != nil {
-		return nil, err
+	if slot.Capped {
+		c.logger.LogAttrs(ctx, slog.LevelError, "entflake: lease promise cut by the database's clock",
+			append(attrs, slog.Duration("clock_skew", slot.Skew.Round(time.Millisecond)),
+				slog.Time("promise", time.UnixMilli(slot.Promise)),
+				slog.String("effect", "this clock runs ahead of the database's by more than Heartbeat.Margin: "+
+					"NextID fails with ErrFenced once it passes the promise the database holds"))...)
 	}
 	if len(slot.Created) > 0 {
 		c.logger.LogAttrs(ctx, slog.LevelInfo, "entflake: created lease tables",
@@ -284,30 +328,53 @@ func (c *config) openExplicit(ctx context.Context, db *sql.DB, dialectName strin
 	if c.requireLease {
 		return nil, fmt.Errorf("%w: register worker id %d: %w", ErrNoLease, id, err)
 	}
+	var fe *lease.FloorError
+	if errors.As(err, &fe) {
+		// The database answered: the worker id's previous holder (the same
+		// pod before a crash, or one that released it with a clock ahead)
+		// promised IDs further ahead than the lease timeout can wait for,
+		// or the clock went back while Open waited. Issuing below that
+		// would repeat its IDs, so the generator starts fenced, and the
+		// background take registers it once the clock is near enough.
+		return c.startFenced(ctx, k, fe, err)
+	}
 	g, berr := c.build(id, SourceExplicit, instance)
 	if berr != nil {
 		return nil, berr
 	}
 	g.status.State, g.status.Err = LeaseUnregistered, err
 	k.g, g.k = g, k
-	if errors.Is(err, lease.ErrFloorAhead) {
-		// The database answered: the worker id's previous holder (the same
-		// pod before a crash, or one that released it with a clock ahead)
-		// promised IDs further ahead than the lease timeout can wait for.
-		// Issuing below that would repeat its IDs, so the generator starts
-		// fenced, and the background take registers it once the clock is
-		// near enough.
-		g.g.Stop(fmt.Errorf("entflake: NextID: %w: %w", ErrFenced, err))
-		g.status.State = LeaseFenced
-		c.logger.LogAttrs(ctx, slog.LevelWarn, "entflake: fixed worker id waits for floor",
-			append(attrs, slog.String("reason", err.Error()),
-				slog.String("effect", "NextID fails with ErrFenced until the clock nears the previous holder's promise"))...)
-		k.start()
-		return g, nil
-	}
+	// What it issues from now on may repeat a previous holder's, should
+	// registration find a floor above it (see keeper.floorAhead, overlap).
+	k.unregistered = c.clock.Now().UnixMilli()
 	c.logger.LogAttrs(ctx, slog.LevelWarn, "entflake: fixed worker id unregistered",
 		append(attrs, slog.String("reason", err.Error()),
 			slog.String("risk", "another live instance with the same worker id would go unnoticed until registration succeeds"))...)
+	k.start()
+	return g, nil
+}
+
+// startFenced starts a generator whose worker id has a known floor ahead of
+// its clock, further than the lease timeout could wait for: it issues
+// nothing (ErrFenced) until the background take finds the clock near
+// enough and registers the id, or (on the lease path) leases one.
+func (c *config) startFenced(ctx context.Context, k *keeper, fe *lease.FloorError, reason error) (*Generator, error) {
+	g, err := c.build(fe.WorkerID, k.source, k.req.Instance)
+	if err != nil {
+		return nil, err
+	}
+	g.g.Stop(fmt.Errorf("entflake: NextID: %w: %w", ErrFenced, reason))
+	g.status.State, g.status.Err = LeaseFenced, reason
+	k.g, g.k = g, k
+	k.hold = nil
+	msg := "entflake: fixed worker id waits for floor"
+	if !k.req.Explicit {
+		msg = "entflake: every free worker id waits for its floor"
+	}
+	c.logger.LogAttrs(ctx, slog.LevelWarn, msg,
+		slog.String("service", c.service), slog.Int64("worker_id", fe.WorkerID), slog.String("source", k.source.String()),
+		slog.Time("floor", time.UnixMilli(fe.Floor)), slog.String("reason", reason.Error()),
+		slog.String("effect", "NextID fails with ErrFenced until the clock nears the floor and a background take succeeds"))
 	k.start()
 	return g, nil
 }
@@ -361,20 +428,6 @@ func (c *config) checkSkew(ctx context.Context, clk lease.Clock, attrs []slog.At
 	}
 	c.logger.LogAttrs(ctx, slog.LevelWarn, "entflake: clock skew", attrs...)
 	return nil
-}
-
-// mapLeaseError gives the lease's errors that Open returns their exported
-// names.
-func mapLeaseError(err error) error {
-	switch {
-	case errors.Is(err, lease.ErrHeld):
-		return fmt.Errorf("%w: %w", ErrWorkerHeld, err)
-	case errors.Is(err, lease.ErrLayout):
-		return fmt.Errorf("%w: %w", ErrLayoutMismatch, err)
-	case errors.Is(err, lease.ErrAllHeld):
-		return fmt.Errorf("%w: %w", ErrAllWorkersHeld, err)
-	}
-	return err
 }
 
 // fallbackWorkerID hashes service, host and process id (FNV-1a) into the

@@ -128,10 +128,11 @@ func TestLadderLease(t *testing.T) {
 		assert.Equal(t, int64(1), g.WorkerID())
 		assert.Equal(t, "payments", g.Service())
 		parts := strings.Split(g.Instance(), "@")
-		require.Len(t, parts, 4, g.Instance())
+		require.Len(t, parts, 5, g.Instance())
 		assert.Equal(t, "payments", parts[0])
 		assert.Equal(t, hostIdentity(), parts[1])
 		assert.Equal(t, strconv.Itoa(os.Getpid()), parts[2])
+		assert.Len(t, parts[4], 16, "64 random bits")
 		checkIDs(t, g)
 		st := g.Lease()
 		assert.Equal(t, LeaseHeld, st.State)
@@ -469,7 +470,7 @@ func TestOpenRejectsBadInput(t *testing.T) {
 	}{
 		"unknown dialect":    {"oracle", []Option{WithService("svc")}, ErrUnknownDialect, `"oracle"`},
 		"no service":         {dialect.SQLite, nil, ErrInvalidService, "WithService is required"},
-		"pool name":          {dialect.SQLite, []Option{WithService("__global__")}, ErrInvalidService, "reserved for the pool row"},
+		"pool name":          {dialect.SQLite, []Option{WithService("__global__")}, ErrInvalidService, "reserved for a row of the lease's own"},
 		"long service":       {dialect.SQLite, []Option{WithService(strings.Repeat("x", 65))}, ErrInvalidService, "65 characters"},
 		"worker too big":     {dialect.SQLite, []Option{WithWorkerID(1024)}, ErrInvalidWorkerID, "WithWorkerID(1024) is outside 0..1023"},
 		"bad layout":         {dialect.SQLite, []Option{WithService("svc"), WithLayout(Layout{WorkerBits: 10, SequenceBits: 11})}, ErrInvalidLayout, "= 21, want 22"},

@@ -80,7 +80,8 @@ func (c *config) leaseOption(name string) { c.leaseOnly = append(c.leaseOnly, na
 
 // WithService names the service. The lease records it with the worker id it
 // holds, and the fallback hashes it, so Open requires it unless a worker id
-// is fixed. At most 64 characters, and not "__global__".
+// is fixed. At most 64 characters, and not "__global__", "__layout__" or
+// "__slots__" (rows of the lease's own).
 func WithService(name string) Option { return func(c *config) { c.service = name } }
 
 // WithWorkerID fixes the worker id: for tests and for deployments that

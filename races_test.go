@@ -2,7 +2,6 @@ package entflake
 
 import (
 	"database/sql"
-	"errors"
 	"fmt"
 	"log/slog"
 	"runtime"
@@ -15,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/entflake/entflake/internal/dbtest"
+	"github.com/entflake/entflake/internal/lease"
 )
 
 // The holes a review found in the live lease, each shown first by a test
@@ -130,7 +130,7 @@ func TestClockSequenceRelease(t *testing.T) {
 	b := dbtest.Backends[0]
 	db := b.Fresh(t)
 	clk := &offClock{}
-	clk.off.Store(int64(2 * time.Second)) // A's clock runs 2 s fast
+	clk.off.Store(int64(200 * time.Millisecond)) // A's clock runs 200 ms fast (within Margin: the cap lets its promises through)
 	opts := []Option{WithService("cs"), WithLayout(ClockSequenceLayout), WithHeartbeat(fastBeat), quiet()}
 	a, err := OpenDB(t.Context(), db.DB, b.Dialect, append(opts, WithClock(clk), WithRollbackPolicy(BumpClockSequence()))...)
 	require.NoError(t, err)
@@ -232,21 +232,189 @@ func TestHeldAfterOtherFailure(t *testing.T) {
 	assert.Len(t, sink.find(slog.LevelError, "background lease failed"), 1, "said once, at ERROR")
 }
 
-// TestVanishedRowRetaken: the slot rows vanish (a restore, a truncate) and
-// another instance takes the same worker id afresh, at fence 1 again: the
-// old holder's renewals name its instance too, so they fail, and it stops.
-func TestVanishedRowRetaken(t *testing.T) {
+// TestDeletedSlotRows (issue 15, hole 1): the slot rows are deleted (a
+// restore, a truncate, a careless DELETE) while A holds worker id w and
+// issues, and B opens: with WithWorkerID(w), or with a plain lease. The
+// pool's count of rows made tells the rows made again from rows never
+// made, and floors them at the database's clock + TTL, above anything A can
+// have been promised; A stops at its next renewal. Before the count, B got
+// w with floor 1 and issued at once, while A went on until its renewal:
+// thousands of repeated IDs.
+func TestDeletedSlotRows(t *testing.T) {
 	t.Setenv(EnvWorkerID, "")
-	b := dbtest.Backends[0]
-	db := b.Fresh(t)
-	a := open(t, db.DB, b.Dialect, WithService("svc"), WithHeartbeat(fastBeat), quiet())
-	w := a.WorkerID()
-	_, err := db.Exec("DELETE FROM sys_sequence_slot")
+	for _, plain := range []bool{false, true} {
+		name := "fixed"
+		if plain {
+			name = "plain"
+		}
+		t.Run(name, func(t *testing.T) {
+			dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+				db := b.Fresh(t)
+				// Two instances so that a plain lease has a row to come back
+				// to: every made row is floored after the deletion.
+				a := open(t, db.DB, b.Dialect, WithService("svc"), WithHeartbeat(fastBeat), quiet())
+				w := a.WorkerID()
+				ia := issue(t, a, 2, 0)
+				time.Sleep(100 * time.Millisecond)
+				_, err := db.Exec("DELETE FROM sys_sequence_slot")
+				require.NoError(t, err)
+				// A plain lease starts its search at the counter's next
+				// value: make that w.
+				_, err = db.Exec(fmt.Sprintf("UPDATE sys_sequence SET worker_id = %d WHERE service_name = '__global__'", w-1))
+				require.NoError(t, err)
+				sink, logOpt := newSink()
+				opts := []Option{WithService("svc"), WithHeartbeat(fastBeat), WithLeaseTimeout(5 * time.Second), logOpt}
+				if !plain {
+					opts = append(opts, WithWorkerID(w))
+				}
+				bg := open(t, db.DB, b.Dialect, opts...)
+				ib := issue(t, bg, 2, 0)
+				eventually(t, 5*time.Second, func() bool { return bg.Lease().State == LeaseHeld && ib.mark() > 1000 },
+					"B never issued")
+				time.Sleep(300 * time.Millisecond)
+				ia.halt()
+				ib.halt()
+				idsA, _, lostA, _ := ia.snapshot()
+				idsB, _, _, otherB := ib.snapshot()
+				assert.Empty(t, otherB)
+				assert.Positive(t, lostA, "A learnt that its slot is gone")
+				seen := make(map[int64]bool, len(idsA))
+				for _, id := range idsA {
+					seen[id] = true
+				}
+				repeats := 0
+				for _, id := range idsB {
+					if seen[id] {
+						repeats++
+					}
+				}
+				assert.Zero(t, repeats, "of %d IDs of B, %d were A's (A issued %d)", len(idsB), repeats, len(idsA))
+				assert.NotEmpty(t, sink.find(slog.LevelError, "slot rows found deleted"))
+			})
+		})
+	}
+}
+
+// stepBackClock is the real clock until a read is made from inside
+// waitClock (a take waiting for its slot's floor); from then on it is
+// `back` behind: the clock stepped back while the take waited, so that the
+// wait ends at the lease timeout instead of at the floor.
+type stepBackClock struct {
+	back    time.Duration
+	stepped atomic.Bool
+}
+
+func (c *stepBackClock) Now() time.Time {
+	if !c.stepped.Load() {
+		pc := make([]uintptr, 16)
+		frames := runtime.CallersFrames(pc[:runtime.Callers(2, pc)])
+		for {
+			f, more := frames.Next()
+			if strings.HasSuffix(f.Function, "entflake.waitClock") {
+				c.stepped.Store(true)
+				break
+			}
+			if !more {
+				break
+			}
+		}
+	}
+	if c.stepped.Load() {
+		return time.Now().Add(-c.back)
+	}
+	return time.Now()
+}
+
+func (c *stepBackClock) Sleep(d time.Duration) { time.Sleep(d) }
+
+// closedWithFloorAhead opens a generator with WithWorkerID(7) whose clock
+// runs ahead by `ahead`, issues for a while, and closes it: the slot's
+// promise, its last issued millisecond, is about `ahead` in the future.
+func closedWithFloorAhead(t *testing.T, db *sql.DB, dialectName string, ahead time.Duration) map[int64]bool {
+	t.Helper()
+	a, err := OpenDB(t.Context(), db, dialectName, WithService("ledger"), WithWorkerID(7),
+		WithClock(skewedClock{ahead}), quiet()) // default heartbeat: Margin 10 s covers the skew
 	require.NoError(t, err)
-	other := open(t, db.DB, b.Dialect, WithService("svc"), WithWorkerID(w), WithHeartbeat(fastBeat), quiet())
-	require.Equal(t, LeaseHeld, other.Lease().State)
-	eventually(t, 3*time.Second, func() bool { _, err := a.NextID(); return errors.Is(err, ErrLeaseLost) },
-		fmt.Sprintf("the old holder of worker %d kept issuing", w))
-	_, err = other.NextID()
-	assert.NoError(t, err)
+	seen := issueFor(t, a, 500*time.Millisecond)
+	require.NoError(t, a.Close())
+	return seen
+}
+
+// TestFixedFloorWaitTimesOut (issue 15, hole 2): a fixed worker id's slot
+// has a floor ahead of the clock, near enough to wait for, but the clock
+// steps back during the wait, which then ends at the lease timeout. The
+// floor is known: the generator starts fenced, and registers once the clock
+// passes it. Before, the timeout took the "database unreachable" path and
+// the generator issued unregistered, below the floor: thousands of IDs of
+// the closed holder again.
+func TestFixedFloorWaitTimesOut(t *testing.T) {
+	t.Setenv(EnvWorkerID, "")
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		db := b.Fresh(t)
+		seen := closedWithFloorAhead(t, db.DB, b.Dialect, 1500*time.Millisecond)
+		clk := &stepBackClock{back: 3 * time.Second}
+		sink, logOpt := newSink()
+		next := open(t, db.DB, b.Dialect, WithService("ledger"), WithWorkerID(7), WithClock(clk),
+			WithLeaseTimeout(2500*time.Millisecond), WithHeartbeat(Heartbeat{Retry: 200 * time.Millisecond}), logOpt)
+		require.True(t, clk.stepped.Load(), "the take waited for the floor")
+		assert.Equal(t, LeaseFenced, next.Lease().State)
+		_, err := next.NextID()
+		assert.ErrorIs(t, err, ErrFenced)
+		assert.ErrorIs(t, next.Lease().Err, lease.ErrFloorAhead)
+		assert.Len(t, sink.find(slog.LevelWarn, "waits for floor"), 1)
+		assert.Empty(t, sink.find(slog.LevelWarn, "unregistered"))
+		// The clock is 3 s behind now: it passes the closed holder's IDs
+		// within about 2 s.
+		repeats, issued := countRepeats(next, seen, 5*time.Second)
+		assert.Zero(t, repeats, "IDs of the closed holder issued again")
+		assert.Positive(t, issued, "registered once the clock passed the floor")
+		assert.Equal(t, LeaseHeld, next.Lease().State)
+	})
+}
+
+// TestUnregisteredFixedLearnsFloor (issue 15, hole 3): a fixed worker id
+// starts unregistered (the database is unreachable) and issues; the
+// database comes back, and the background registration finds the slot's
+// floor ahead of the clock (the previous holder issued up to it). The
+// generator stops at once, says at ERROR which of its IDs may have repeated
+// the previous holder's, and registers once the clock passes the floor.
+// Before, it kept issuing, into the previous holder's milliseconds.
+func TestUnregisteredFixedLearnsFloor(t *testing.T) {
+	t.Setenv(EnvWorkerID, "")
+	for _, b := range dbtest.Backends[:2] {
+		t.Run(b.Name, func(t *testing.T) {
+			db := b.Fresh(t)
+			seen := closedWithFloorAhead(t, db.DB, b.Dialect, 2500*time.Millisecond)
+			proxy := dbtest.NewProxy(t, db.ServerAddr(t))
+			via := db.Via(t, proxy.Addr())
+			proxy.Cut()
+			sink, logOpt := newSink()
+			next := open(t, via, b.Dialect, WithService("ledger"), WithWorkerID(7), WithLeaseTimeout(500*time.Millisecond),
+				WithHeartbeat(Heartbeat{Retry: 200 * time.Millisecond}), logOpt)
+			require.Equal(t, LeaseUnregistered, next.Lease().State)
+			is := issue(t, next, 2, 100*time.Microsecond)
+			time.Sleep(300 * time.Millisecond)
+			proxy.Pass()
+			// Until the clock has passed the previous holder's IDs (2.5 s
+			// ahead, 0.5 s of them), and a while after, no ID of theirs
+			// comes again.
+			time.Sleep(3500 * time.Millisecond)
+			is.halt()
+			logged := sink.find(slog.LevelError, "floor is ahead")
+			if assert.Len(t, logged, 1, "the floor found was reported once") {
+				assert.Contains(t, logged[0].attrs, "repeats_from", "the range of IDs that may repeat")
+			}
+			assert.Eventually(t, func() bool { return next.Lease().State == LeaseHeld }, 3*time.Second, 10*time.Millisecond,
+				"never registered")
+			ids, _, _, other := is.snapshot()
+			assert.Empty(t, other)
+			repeats := 0
+			for _, id := range ids {
+				if seen[id] {
+					repeats++
+				}
+			}
+			assert.Zero(t, repeats, "of %d IDs, %d were the previous holder's", len(ids), repeats)
+		})
+	}
 }

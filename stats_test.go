@@ -1,6 +1,7 @@
 package entflake
 
 import (
+	"log/slog"
 	"testing"
 	"time"
 
@@ -8,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/entflake/entflake/internal/dbtest"
+	"github.com/entflake/entflake/internal/lease"
 )
 
 // TestStatsErrorsByKind: each kind of NextID or NextIDs error moves its own
@@ -121,14 +123,19 @@ func TestRandomSequenceStartOption(t *testing.T) {
 	}
 }
 
-// TestStatsFencingBetweenRenewals: a clock that passes the promise while
-// renewals succeed (here a step forward) fences the generator until the next
-// renewal; Stats counts that fencing though no renewal failed.
-func TestStatsFencingBetweenRenewals(t *testing.T) {
+// TestPromiseCappedBySkew: a clock that steps 10 s ahead of the
+// database's (far past Margin) asks for promises the database's cap
+// refuses: the slot stays live (renewals go on, none fails), the promise
+// stays where the database acknowledged it, the generator is fenced once
+// its clock passes it (one fencing, one ERROR), and the database never
+// holds a promise past its clock + TTL. When the clock comes back, the
+// renewals raise the promise again and the generator issues.
+func TestPromiseCappedBySkew(t *testing.T) {
 	db := dbtest.SQLite(t)
 	clk := &steppedClock{}
+	sink, logOpt := newSink()
 	g, err := OpenDB(t.Context(), db.DB, "sqlite3", WithService("fence-step"), WithHeartbeat(fastBeat),
-		WithRequireLease(), WithClock(clk), quiet())
+		WithRequireLease(), WithClock(clk), logOpt)
 	require.NoError(t, err)
 	defer g.Close()
 	_, err = g.NextID()
@@ -136,11 +143,22 @@ func TestStatsFencingBetweenRenewals(t *testing.T) {
 	before := g.Stats()
 	require.Zero(t, before.Fencings)
 
-	clk.off.Store(int64(10 * time.Second)) // well past the promise (TTL - Margin = 1.7 s ahead)
-	require.Eventually(t, func() bool { return g.Stats().Renewals >= before.Renewals+2 }, 10*time.Second, 10*time.Millisecond)
+	clk.off.Store(int64(10 * time.Second)) // well past the promise (TTL - Margin = 1.7 s ahead), and past Margin
+	require.Eventually(t, func() bool { return g.Stats().Renewals >= before.Renewals+3 }, 10*time.Second, 10*time.Millisecond)
 	_, err = g.NextID()
-	require.NoError(t, err, "a renewal raised the promise again")
+	require.ErrorIs(t, err, ErrFenced, "no promise covers a clock 10 s ahead")
 	s := g.Stats()
 	assert.EqualValues(t, 1, s.Fencings)
-	assert.Zero(t, s.RenewalFailures)
+	assert.Zero(t, s.RenewalFailures, "the slot stayed live")
+	assert.Equal(t, LeaseFenced, g.Lease().State)
+	assert.ErrorIs(t, g.Lease().Err, lease.ErrCapped)
+	assert.Len(t, sink.find(slog.LevelError, "refused by the database's clock"), 1, "said once")
+	var over int
+	require.NoError(t, db.QueryRow("SELECT COUNT(*) FROM sys_sequence_slot WHERE promise_ms > CAST(unixepoch('subsec') * 1000 AS INTEGER) + 2000").Scan(&over))
+	assert.Zero(t, over, "no promise past the database's clock + TTL")
+
+	clk.off.Store(0)
+	require.Eventually(t, func() bool { return g.Lease().State == LeaseHeld }, 5*time.Second, 10*time.Millisecond)
+	_, err = g.NextID()
+	require.NoError(t, err)
 }
