@@ -219,6 +219,11 @@ func Check(g *gen.Graph) error {
 			continue
 		}
 		users = append(users, n.Name)
+		for _, f := range n.Fields {
+			if f.BuilderField() == "entflakeBatch" {
+				fail("schema %s: field %s would clash with the entflakeBatch field entflake adds to its mutation; rename the field", n.Name, f.Name)
+			}
+		}
 		if n.IsEdgeSchema() {
 			fail("schema %s uses mixin.SnowflakeID but is an edge schema: ent inserts its rows itself when edges are "+
 				"added, without hooks, so nothing would give them an id; key it by its two edge fields "+

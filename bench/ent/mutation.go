@@ -2589,6 +2589,9 @@ type SnowMutation struct {
 	done          bool
 	oldValue      func(context.Context) (*Snow, error)
 	predicates    []predicate.Snow
+	// entflakeBatch is the CreateBulk whose INSERT the mutation ran in, if
+	// any (entflakeStatement).
+	entflakeBatch []*SnowCreate
 }
 
 var _ ent.Mutation = (*SnowMutation)(nil)
@@ -3011,6 +3014,9 @@ type Snow8Mutation struct {
 	done          bool
 	oldValue      func(context.Context) (*Snow8, error)
 	predicates    []predicate.Snow8
+	// entflakeBatch is the CreateBulk whose INSERT the mutation ran in, if
+	// any (entflakeStatement).
+	entflakeBatch []*Snow8Create
 }
 
 var _ ent.Mutation = (*Snow8Mutation)(nil)
@@ -3433,6 +3439,9 @@ type Snow8RowMutation struct {
 	done          bool
 	oldValue      func(context.Context) (*Snow8Row, error)
 	predicates    []predicate.Snow8Row
+	// entflakeBatch is the CreateBulk whose INSERT the mutation ran in, if
+	// any (entflakeStatement).
+	entflakeBatch []*Snow8RowCreate
 }
 
 var _ ent.Mutation = (*Snow8RowMutation)(nil)

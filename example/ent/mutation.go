@@ -47,6 +47,9 @@ type AccountMutation struct {
 	done           bool
 	oldValue       func(context.Context) (*Account, error)
 	predicates     []predicate.Account
+	// entflakeBatch is the CreateBulk whose INSERT the mutation ran in, if
+	// any (entflakeStatement).
+	entflakeBatch []*AccountCreate
 }
 
 var _ ent.Mutation = (*AccountMutation)(nil)
@@ -562,6 +565,9 @@ type EntryMutation struct {
 	done           bool
 	oldValue       func(context.Context) (*Entry, error)
 	predicates     []predicate.Entry
+	// entflakeBatch is the CreateBulk whose INSERT the mutation ran in, if
+	// any (entflakeStatement).
+	entflakeBatch []*EntryCreate
 }
 
 var _ ent.Mutation = (*EntryMutation)(nil)
@@ -1122,6 +1128,9 @@ type EventMutation struct {
 	done          bool
 	oldValue      func(context.Context) (*Event, error)
 	predicates    []predicate.Event
+	// entflakeBatch is the CreateBulk whose INSERT the mutation ran in, if
+	// any (entflakeStatement).
+	entflakeBatch []*EventCreate
 }
 
 var _ ent.Mutation = (*EventMutation)(nil)

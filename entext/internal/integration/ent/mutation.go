@@ -64,6 +64,9 @@ type BuilderMutation struct {
 	done          bool
 	oldValue      func(context.Context) (*Builder, error)
 	predicates    []predicate.Builder
+	// entflakeBatch is the CreateBulk whose INSERT the mutation ran in, if
+	// any (entflakeStatement).
+	entflakeBatch []*BuilderCreate
 }
 
 var _ ent.Mutation = (*BuilderMutation)(nil)
@@ -489,6 +492,9 @@ type DocMutation struct {
 	done              bool
 	oldValue          func(context.Context) (*Doc, error)
 	predicates        []predicate.Doc
+	// entflakeBatch is the CreateBulk whose INSERT the mutation ran in, if
+	// any (entflakeStatement).
+	entflakeBatch []*DocCreate
 }
 
 var _ ent.Mutation = (*DocMutation)(nil)
@@ -916,6 +922,9 @@ type JSONMutation struct {
 	done          bool
 	oldValue      func(context.Context) (*Json, error)
 	predicates    []predicate.Json
+	// entflakeBatch is the CreateBulk whose INSERT the mutation ran in, if
+	// any (entflakeStatement).
+	entflakeBatch []*JSONCreate
 }
 
 var _ ent.Mutation = (*JSONMutation)(nil)
@@ -1466,6 +1475,9 @@ type MutatorsMutation struct {
 	done          bool
 	oldValue      func(context.Context) (*Mutators, error)
 	predicates    []predicate.Mutators
+	// entflakeBatch is the CreateBulk whose INSERT the mutation ran in, if
+	// any (entflakeStatement).
+	entflakeBatch []*MutatorsCreate
 }
 
 var _ ent.Mutation = (*MutatorsMutation)(nil)
@@ -2016,6 +2028,9 @@ type NodeMutation struct {
 	done          bool
 	oldValue      func(context.Context) (*Node, error)
 	predicates    []predicate.Node
+	// entflakeBatch is the CreateBulk whose INSERT the mutation ran in, if
+	// any (entflakeStatement).
+	entflakeBatch []*NodeCreate
 }
 
 var _ ent.Mutation = (*NodeMutation)(nil)
@@ -3035,6 +3050,9 @@ type PartMutation struct {
 	done          bool
 	oldValue      func(context.Context) (*Part, error)
 	predicates    []predicate.Part
+	// entflakeBatch is the CreateBulk whose INSERT the mutation ran in, if
+	// any (entflakeStatement).
+	entflakeBatch []*PartCreate
 }
 
 var _ ent.Mutation = (*PartMutation)(nil)
@@ -3838,6 +3856,9 @@ type ReferenceMutation struct {
 	done            bool
 	oldValue        func(context.Context) (*Reference, error)
 	predicates      []predicate.Reference
+	// entflakeBatch is the CreateBulk whose INSERT the mutation ran in, if
+	// any (entflakeStatement).
+	entflakeBatch []*ReferenceCreate
 }
 
 var _ ent.Mutation = (*ReferenceMutation)(nil)
@@ -4813,6 +4834,9 @@ type RootMutation struct {
 	done          bool
 	oldValue      func(context.Context) (*Root, error)
 	predicates    []predicate.Root
+	// entflakeBatch is the CreateBulk whose INSERT the mutation ran in, if
+	// any (entflakeStatement).
+	entflakeBatch []*RootCreate
 }
 
 var _ ent.Mutation = (*RootMutation)(nil)
@@ -5363,6 +5387,9 @@ type SpecMutation struct {
 	done          bool
 	oldValue      func(context.Context) (*Spec, error)
 	predicates    []predicate.Spec
+	// entflakeBatch is the CreateBulk whose INSERT the mutation ran in, if
+	// any (entflakeStatement).
+	entflakeBatch []*SpecCreate
 }
 
 var _ ent.Mutation = (*SpecMutation)(nil)
@@ -5910,6 +5937,9 @@ type StrconvMutation struct {
 	done          bool
 	oldValue      func(context.Context) (*Strconv, error)
 	predicates    []predicate.Strconv
+	// entflakeBatch is the CreateBulk whose INSERT the mutation ran in, if
+	// any (entflakeStatement).
+	entflakeBatch []*StrconvCreate
 }
 
 var _ ent.Mutation = (*StrconvMutation)(nil)
@@ -6378,6 +6408,9 @@ type WidgetMutation struct {
 	done          bool
 	oldValue      func(context.Context) (*Widget, error)
 	predicates    []predicate.Widget
+	// entflakeBatch is the CreateBulk whose INSERT the mutation ran in, if
+	// any (entflakeStatement).
+	entflakeBatch []*WidgetCreate
 }
 
 var _ ent.Mutation = (*WidgetMutation)(nil)

@@ -41,6 +41,9 @@ type SpecsMutation struct {
 	done          bool
 	oldValue      func(context.Context) (*Specs, error)
 	predicates    []predicate.Specs
+	// entflakeBatch is the CreateBulk whose INSERT the mutation ran in, if
+	// any (entflakeStatement).
+	entflakeBatch []*SpecsCreate
 }
 
 var _ ent.Mutation = (*SpecsMutation)(nil)
@@ -506,6 +509,9 @@ type VMutation struct {
 	done          bool
 	oldValue      func(context.Context) (*V, error)
 	predicates    []predicate.V
+	// entflakeBatch is the CreateBulk whose INSERT the mutation ran in, if
+	// any (entflakeStatement).
+	entflakeBatch []*VCreate
 }
 
 var _ ent.Mutation = (*VMutation)(nil)

@@ -42,6 +42,9 @@ type AccountMutation struct {
 	done          bool
 	oldValue      func(context.Context) (*Account, error)
 	predicates    []predicate.Account
+	// entflakeBatch is the CreateBulk whose INSERT the mutation ran in, if
+	// any (entflakeStatement).
+	entflakeBatch []*AccountCreate
 }
 
 var _ ent.Mutation = (*AccountMutation)(nil)
