@@ -290,6 +290,29 @@ func TestTripwireIgnoresOtherViolations(t *testing.T) {
 	})
 }
 
+// TestTripwireOtherKeyOwnValue: a unique index on another column whose
+// duplicate value is the row's own id (one this generator issued): what
+// decides is the key the error names (MySQL), the constraint (PostgreSQL),
+// the column (SQLite), not the value.
+func TestTripwireOtherKeyOwnValue(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		ctx := context.Background()
+		db, _, one, _ := twins(t, b)
+		_, err := db.Exec("CREATE UNIQUE INDEX widgets_qty ON widgets (qty)")
+		require.NoError(t, err)
+		id, err := one.NextID()
+		require.NoError(t, err)
+		one.Widget.Create().SetCode("first").SetQty(int(id)).SaveX(ctx)
+		_, err = one.Widget.Create().SetID(id).SetCode("second").SetQty(int(id)).Save(ctx)
+		require.Error(t, err)
+		assert.True(t, gen.IsConstraintError(err), "%v", err)
+		assert.NotErrorIs(t, err, entflake.ErrWorkerCollision)
+		assert.Zero(t, one.gen.Stats().Collisions)
+		_, err = one.gen.NextID()
+		require.NoError(t, err)
+	})
+}
+
 // TestTripwirePostgresConstraintNames: on PostgreSQL the primary key is
 // found by what the catalog says of the error's constraint, not by its
 // name: a primary key renamed away from <table>_pkey still trips the wire,
