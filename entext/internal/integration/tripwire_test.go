@@ -357,14 +357,15 @@ func TestTripwireUpsert(t *testing.T) {
 		ctx := context.Background()
 		db, clk, one, two := twins(t, b)
 		w1 := one.Widget.Create().SetCode("one").SetQty(1).SaveX(ctx)
-		err := two.Widget.Create().SetCode("two").SetQty(2).OnConflictColumns(widget.FieldCode).UpdateNewValues().Exec(ctx)
+		id, err := two.Widget.Create().SetCode("two").SetQty(2).OnConflictColumns(widget.FieldCode).UpdateNewValues().ID(ctx)
 		if b.Dialect == dialect.MySQL {
 			require.NoError(t, err)
+			assert.Equal(t, w1.ID, id, "the other instance's row")
 			assert.Zero(t, two.gen.Stats().Collisions)
 			stored := one.Widget.GetX(ctx, w1.ID)
 			assert.Equal(t, "two", stored.Code, "the other instance's row now holds the upsert's values")
 			three := newTwin(t, db, b, clk, 7)
-			id, err := three.Widget.Create().SetCode("three").OnConflictColumns(widget.FieldCode).DoNothing().ID(ctx)
+			id, err = three.Widget.Create().SetCode("three").OnConflictColumns(widget.FieldCode).DoNothing().ID(ctx)
 			require.NoError(t, err)
 			assert.Equal(t, w1.ID, id, "the other instance's row")
 			assert.Equal(t, "two", one.Widget.GetX(ctx, w1.ID).Code)
@@ -482,5 +483,28 @@ func TestTripwireFixedIDStaysFenced(t *testing.T) {
 		assert.Zero(t, s.Switches)
 		assert.Equal(t, int64(1), s.Collisions)
 		assert.Greater(t, s.Renewals, renewals, "the slot stays held")
+	})
+}
+
+// TestTripwireLifetimeStaysFenced: a generator with WithLifetimeLease has
+// no slot to move with: a collision fences it until Close.
+func TestTripwireLifetimeStaysFenced(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		ctx := context.Background()
+		clk := newStepClock()
+		db := b.Fresh(t)
+		drv := entsql.OpenDB(b.Dialect, db.DB)
+		g, err := entflake.Open(ctx, drv, entflake.WithService("itest"), entflake.WithLifetimeLease(), quiet, entflake.WithClock(clk))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = g.Close() })
+		require.Equal(t, entflake.LeaseLifetime, g.Lease().State)
+		client := gen.NewClient(gen.Driver(drv), gen.IDGenerator(g))
+		require.NoError(t, client.Schema.Create(ctx))
+		newTwin(t, db, b, clk, g.WorkerID()).Widget.Create().SetCode("f").SaveX(ctx)
+		_, err = client.Widget.Create().SetCode("x").Save(ctx)
+		requireBreach(t, err)
+		time.Sleep(300 * time.Millisecond)
+		requireFenced(t, g)
+		assert.Zero(t, g.Stats().Switches)
 	})
 }
