@@ -2589,9 +2589,10 @@ type SnowMutation struct {
 	done          bool
 	oldValue      func(context.Context) (*Snow, error)
 	predicates    []predicate.Snow
-	// entflakeBatch is the CreateBulk whose INSERT the mutation ran in, if
-	// any (entflakeStatement).
-	entflakeBatch []*SnowCreate
+	// entflakeBatch are the builders of the CreateBulk whose INSERT the
+	// mutation ran in, if any (entflakeStatement). A pointer: one word
+	// more in every mutation, not three.
+	entflakeBatch *[]*SnowCreate
 }
 
 var _ ent.Mutation = (*SnowMutation)(nil)
@@ -3014,9 +3015,10 @@ type Snow8Mutation struct {
 	done          bool
 	oldValue      func(context.Context) (*Snow8, error)
 	predicates    []predicate.Snow8
-	// entflakeBatch is the CreateBulk whose INSERT the mutation ran in, if
-	// any (entflakeStatement).
-	entflakeBatch []*Snow8Create
+	// entflakeBatch are the builders of the CreateBulk whose INSERT the
+	// mutation ran in, if any (entflakeStatement). A pointer: one word
+	// more in every mutation, not three.
+	entflakeBatch *[]*Snow8Create
 }
 
 var _ ent.Mutation = (*Snow8Mutation)(nil)
@@ -3439,9 +3441,10 @@ type Snow8RowMutation struct {
 	done          bool
 	oldValue      func(context.Context) (*Snow8Row, error)
 	predicates    []predicate.Snow8Row
-	// entflakeBatch is the CreateBulk whose INSERT the mutation ran in, if
-	// any (entflakeStatement).
-	entflakeBatch []*Snow8RowCreate
+	// entflakeBatch are the builders of the CreateBulk whose INSERT the
+	// mutation ran in, if any (entflakeStatement). A pointer: one word
+	// more in every mutation, not three.
+	entflakeBatch *[]*Snow8RowCreate
 }
 
 var _ ent.Mutation = (*Snow8RowMutation)(nil)

@@ -47,9 +47,10 @@ type AccountMutation struct {
 	done           bool
 	oldValue       func(context.Context) (*Account, error)
 	predicates     []predicate.Account
-	// entflakeBatch is the CreateBulk whose INSERT the mutation ran in, if
-	// any (entflakeStatement).
-	entflakeBatch []*AccountCreate
+	// entflakeBatch are the builders of the CreateBulk whose INSERT the
+	// mutation ran in, if any (entflakeStatement). A pointer: one word
+	// more in every mutation, not three.
+	entflakeBatch *[]*AccountCreate
 }
 
 var _ ent.Mutation = (*AccountMutation)(nil)
@@ -565,9 +566,10 @@ type EntryMutation struct {
 	done           bool
 	oldValue       func(context.Context) (*Entry, error)
 	predicates     []predicate.Entry
-	// entflakeBatch is the CreateBulk whose INSERT the mutation ran in, if
-	// any (entflakeStatement).
-	entflakeBatch []*EntryCreate
+	// entflakeBatch are the builders of the CreateBulk whose INSERT the
+	// mutation ran in, if any (entflakeStatement). A pointer: one word
+	// more in every mutation, not three.
+	entflakeBatch *[]*EntryCreate
 }
 
 var _ ent.Mutation = (*EntryMutation)(nil)
@@ -1128,9 +1130,10 @@ type EventMutation struct {
 	done          bool
 	oldValue      func(context.Context) (*Event, error)
 	predicates    []predicate.Event
-	// entflakeBatch is the CreateBulk whose INSERT the mutation ran in, if
-	// any (entflakeStatement).
-	entflakeBatch []*EventCreate
+	// entflakeBatch are the builders of the CreateBulk whose INSERT the
+	// mutation ran in, if any (entflakeStatement). A pointer: one word
+	// more in every mutation, not three.
+	entflakeBatch *[]*EventCreate
 }
 
 var _ ent.Mutation = (*EventMutation)(nil)

@@ -676,7 +676,7 @@ func (_c *ReferenceCreateBulk) Save(ctx context.Context) ([]*Reference, error) {
 					}
 					entflakeKeepBatchIDs(_c.driver.Dialect(), spec)
 					for _, b := range _c.builders {
-						b.mutation.entflakeBatch = _c.builders
+						b.mutation.entflakeBatch = &_c.builders
 					}
 					// Invoke the actual operation on the latest mutation in the chain.
 					if err = sqlgraph.BatchCreate(ctx, _c.driver, spec); err != nil {

@@ -417,7 +417,7 @@ func (_c *SpecCreateBulk) Save(ctx context.Context) ([]*Spec, error) {
 					}
 					entflakeKeepBatchIDs(_c.driver.Dialect(), spec)
 					for _, b := range _c.builders {
-						b.mutation.entflakeBatch = _c.builders
+						b.mutation.entflakeBatch = &_c.builders
 					}
 					// Invoke the actual operation on the latest mutation in the chain.
 					if err = sqlgraph.BatchCreate(ctx, _c.driver, spec); err != nil {

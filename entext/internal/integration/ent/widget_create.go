@@ -411,7 +411,7 @@ func (_c *WidgetCreateBulk) Save(ctx context.Context) ([]*Widget, error) {
 					}
 					entflakeKeepBatchIDs(_c.driver.Dialect(), spec)
 					for _, b := range _c.builders {
-						b.mutation.entflakeBatch = _c.builders
+						b.mutation.entflakeBatch = &_c.builders
 					}
 					// Invoke the actual operation on the latest mutation in the chain.
 					if err = sqlgraph.BatchCreate(ctx, _c.driver, spec); err != nil {

@@ -385,7 +385,7 @@ func (_c *SpecsCreateBulk) Save(ctx context.Context) ([]*Specs, error) {
 					}
 					entflakeKeepBatchIDs(_c.driver.Dialect(), spec)
 					for _, b := range _c.builders {
-						b.mutation.entflakeBatch = _c.builders
+						b.mutation.entflakeBatch = &_c.builders
 					}
 					// Invoke the actual operation on the latest mutation in the chain.
 					if err = sqlgraph.BatchCreate(ctx, _c.driver, spec); err != nil {

@@ -117,23 +117,24 @@ func entflakeInsertFailed(ctx context.Context, c *config, m ent.Mutation, err er
 }
 
 // entflakeStatement returns the ids of the INSERT that m's create ran in:
-// its own, or in a CreateBulk (batch, see entflakeBatch) every builder's.
-// A CreateBulk is one statement whose error every builder's hook sees, the
-// last builder's first: last is false for the others, which leave it to
-// that one.
+// its own, or in a CreateBulk (batch, the builders of the bulk, see
+// entflakeBatch) every builder's. A CreateBulk is one statement whose error
+// every builder's hook sees, the last builder's first: last is false for
+// the others, which leave it to that one.
 func entflakeStatement[M interface {
 	comparable
 	ID() (int64, bool)
-}, B interface{ Mutation() M }](m M, batch []B) (ids []int64, last bool) {
-	if len(batch) == 0 {
+}, B interface{ Mutation() M }](m M, batch *[]B) (ids []int64, last bool) {
+	if batch == nil || len(*batch) == 0 {
 		id, _ := m.ID()
 		return []int64{id}, true
 	}
-	if batch[len(batch)-1].Mutation() != m {
+	builders := *batch
+	if builders[len(builders)-1].Mutation() != m {
 		return nil, false
 	}
-	ids = make([]int64, 0, len(batch))
-	for _, b := range batch {
+	ids = make([]int64, 0, len(builders))
+	for _, b := range builders {
 		if id, ok := b.Mutation().ID(); ok {
 			ids = append(ids, id)
 		}
