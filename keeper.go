@@ -49,7 +49,7 @@ func (k *keeper) start() {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	k.cancel, k.done = cancel, make(chan struct{})
-	k.trip.reports = make(chan tripReport, 1)
+	k.trip.reports = make(chan struct{}, 1)
 	go k.run(ctx)
 }
 
@@ -67,10 +67,10 @@ func (k *keeper) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case r := <-k.trip.reports:
+		case <-k.trip.reports:
 			// The tripwire fenced the generator; a move off its worker id
 			// runs here, on this goroutine, which owns the keeper's state.
-			k.tripped(ctx, r)
+			k.tripped(ctx)
 			t.Reset(k.trip.sooner(time.Until(next)))
 			continue
 		case <-t.C:

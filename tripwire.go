@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"entgo.io/ent/dialect"
@@ -71,12 +73,15 @@ type tripwire struct {
 	// constraint. A constraint renamed while the process runs keeps its
 	// old answer until restart.
 	pk sync.Map // pkKey -> bool
+	// last is the latest breach, for the keeper, which the report channel
+	// wakes: a report that finds the channel full is not lost.
+	last atomic.Pointer[tripReport]
 }
 
 type pkKey struct{ schema, table, constraint string }
 
-// tripReport is what InsertFailed tells the keeper: the worker id it
-// fenced, and why.
+// tripReport is what InsertFailed tells the keeper (tripwire.last): the
+// worker id it fenced, and why.
 type tripReport struct {
 	worker int64
 	err    error // the breach: ErrWorkerCollision is in its chain
@@ -112,10 +117,12 @@ type tripReport struct {
 // not look up, or, where the error names no id (SQLite, for a batch of
 // several rows), a batch with ids that are not this generator's. A retry
 // of an INSERT that did commit (its answer was lost) with the same id
-// meets its own row, and counts: retry with a new id, or read first. For a breach, it returns an error that wraps err (ent's
-// ConstraintError stays in the chain) and ErrWorkerCollision. An err that
-// has ErrWorkerCollision in its chain already was reported: it is returned
-// as it is.
+// meets its own row, and counts: retry with a new id, or read first.
+//
+// For a breach, it returns an error that wraps err (ent's ConstraintError
+// stays in the chain) and ErrWorkerCollision. An err that has
+// ErrWorkerCollision in its chain already was reported: it is returned as
+// it is.
 //
 // The drivers' errors are read by reflection, as the lease reads them,
 // so that an application links only its own driver: go-sql-driver/mysql
@@ -172,9 +179,10 @@ func (g *Generator) InsertFailed(ctx context.Context, err error, in Insert) erro
 		}
 	})
 	if k != nil && k.trip.reports != nil {
+		g.tw.last.Store(&tripReport{worker: w, err: breach})
 		select {
-		case k.trip.reports <- tripReport{worker: w, err: breach}:
-		default: // a report is waiting already: the keeper reads the worker id itself
+		case k.trip.reports <- struct{}{}:
+		default: // the keeper is woken already, and reads the latest
 		}
 	}
 	return fmt.Errorf("%w (%w)", err, breach)
@@ -274,7 +282,7 @@ func (g *Generator) primaryKeyDuplicate(ctx context.Context, e dbError, in Inser
 		if err != nil {
 			return 0, false, false
 		}
-		return id, true, slicesContains(in.IDs, id)
+		return id, true, slices.Contains(in.IDs, id)
 	case e.pg == "23505":
 		if e.table != in.Table || e.constraint == "" {
 			return 0, false, false
@@ -291,7 +299,7 @@ func (g *Generator) primaryKeyDuplicate(ctx context.Context, e dbError, in Inser
 		// "Key (id)=(42) already exists.": the part in parentheses is not
 		// translated. PostgreSQL leaves the values out for a user who may
 		// not read them; the statement's ids stand in for it then.
-		if id, ok := pgDuplicate(e.detail); ok && slicesContains(in.IDs, id) {
+		if id, ok := pgDuplicate(e.detail); ok && slices.Contains(in.IDs, id) {
 			return id, true, true
 		}
 		return 0, false, true
@@ -375,15 +383,6 @@ func pgDuplicate(detail string) (int64, bool) {
 	return id, err == nil
 }
 
-func slicesContains(ids []int64, id int64) bool {
-	for _, x := range ids {
-		if x == id {
-			return true
-		}
-	}
-	return false
-}
-
 // dbError is what the tripwire reads of a database's error.
 type dbError struct {
 	mysql   uint16 // MySQL/MariaDB/TiDB error number
@@ -450,10 +449,10 @@ func errorChain(err error) []error {
 	return out
 }
 
-// keeperTrip is the keeper's side of the tripwire. InsertFailed sends on
-// reports; everything else is the keeper goroutine's own.
+// keeperTrip is the keeper's side of the tripwire. InsertFailed wakes the
+// keeper on reports; everything else is the keeper goroutine's own.
 type keeperTrip struct {
-	reports chan tripReport // made by start, when the keeper runs
+	reports chan struct{} // made by start, when the keeper runs
 
 	err     error     // the breach that fences the generator, while it does
 	worker  int64     // the worker id to move off
@@ -486,11 +485,12 @@ func (t *keeperTrip) status(s *LeaseStatus) {
 	}
 }
 
-// tripped takes in a report of the tripwire, on the keeper's goroutine: a
-// fixed worker id stays fenced; otherwise a move off the worker id is due
-// now, or a TTL after the last move.
-func (k *keeper) tripped(ctx context.Context, r tripReport) {
-	if k.g.WorkerID() != r.worker || (k.trip.pending && k.trip.worker == r.worker) {
+// tripped takes in the latest report of the tripwire, on the keeper's
+// goroutine: a fixed worker id stays fenced; otherwise a move off the
+// worker id is due now, or a TTL after the last move.
+func (k *keeper) tripped(ctx context.Context) {
+	r := k.g.tw.last.Load()
+	if r == nil || k.g.WorkerID() != r.worker || (k.trip.pending && k.trip.worker == r.worker) {
 		return // moved off it already, or moving
 	}
 	k.trip.err, k.trip.worker = r.err, r.worker
