@@ -47,7 +47,9 @@
 // Package mixin holds SnowflakeID, the schema mixin; package entext is the
 // entc extension that generates, into the ent package, the IDGenerator
 // client option, Client.NextID and Tx.NextID, and the hook that fills in ids
-// before the INSERT:
+// before the INSERT; when an INSERT of one of them fails on a duplicate
+// primary key, another instance issues under the same worker id, and the
+// generator's tripwire fences it (see Generator.InsertFailed):
 //
 //	drv, err := entsql.Open(dialect.MySQL, dsn)
 //	gen, err := entflake.Open(ctx, drv, entflake.WithService("payments"))

@@ -17,7 +17,9 @@ var (
 	// acknowledged last (it issues again once a renewal succeeds), or
 	// another instance took its worker id, or the slot's row or table is
 	// gone (ErrLeaseLost is then in the chain; it issues again once it has
-	// taken another worker id in the background). See Generator.Lease.
+	// taken another worker id in the background), or the tripwire saw
+	// another instance issue under its worker id (ErrWorkerCollision is in
+	// the chain). See Generator.Lease.
 	ErrFenced = snowflake.ErrFenced
 	// ErrClosed: the generator was closed.
 	ErrClosed = snowflake.ErrClosed
@@ -60,6 +62,16 @@ var (
 	// ErrLeaseLost: in the chain of ErrFenced when another instance took
 	// the worker id, or its slot's row or table is gone.
 	ErrLeaseLost = lease.ErrLost
+	// ErrWorkerCollision: the tripwire saw an INSERT of an ID of this
+	// generator's worker id fail on a duplicate primary key, so another
+	// instance issues IDs under the same worker id (see
+	// Generator.InsertFailed). It is in the chain of that INSERT's error, as
+	// ent returns it from Create or CreateBulk (next to ent's
+	// ConstraintError), and of ErrFenced from then on: the generator stops
+	// issuing under that worker id at once; one that leases issues again
+	// once it has leased another in the background, and a fixed worker id
+	// stays fenced until Close.
+	ErrWorkerCollision = errors.New("another instance issues IDs under this worker id")
 )
 
 // Errors of New, Open and OpenDB for bad input.

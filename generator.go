@@ -56,7 +56,10 @@ const (
 	// promise; NextID returns ErrFenced until a renewal succeeds.
 	LeaseFenced
 	// LeaseLost: the slot was taken by another instance, or its row or
-	// table is gone; NextID returns ErrFenced until a new lease is taken.
+	// table is gone, or the tripwire saw another instance issue under the
+	// worker id (Err then has ErrWorkerCollision); NextID returns ErrFenced
+	// until a new lease is taken (a fixed worker id stays fenced after the
+	// tripwire).
 	LeaseLost
 	// LeaseReleased: Close released the slot; NextID returns ErrClosed.
 	LeaseReleased
@@ -130,6 +133,7 @@ type Generator struct {
 	service  string
 	instance string
 	k        *keeper // the lease's background work, if any
+	tw       tripwire
 
 	mu     sync.Mutex
 	status LeaseStatus

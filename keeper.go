@@ -45,6 +45,8 @@ type keeper struct {
 	unregistered int64
 	floorSeen    bool // a take found the fixed worker id's floor ahead, and the generator stopped
 
+	trip keeperTrip // the tripwire's reports, and the move they call for (tripwire.go)
+
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -57,6 +59,7 @@ func (k *keeper) start() {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	k.cancel, k.done = cancel, make(chan struct{})
+	k.trip.reports = make(chan struct{}, 1)
 	go k.run(ctx)
 }
 
@@ -69,21 +72,35 @@ func (k *keeper) run(ctx context.Context) {
 	}
 	t := time.NewTimer(wait)
 	defer t.Stop()
+	next := time.Now().Add(wait)
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-k.trip.reports:
+			// The tripwire fenced the generator; a move off its worker id
+			// runs here, on this goroutine, which owns the keeper's state.
+			k.tripped(ctx)
+			t.Reset(k.trip.sooner(time.Until(next)))
+			continue
 		case <-t.C:
 		}
-		if k.hold != nil {
+		switch {
+		case k.trip.isDue():
+			wait = k.move(ctx)
+		case k.hold != nil:
 			wait = k.renew(ctx)
 			if audit && k.hold != nil {
 				k.audit(ctx)
 			}
 			audit = false
-		} else {
+		case k.trip.blocks():
+			wait = k.hb.Interval // no take: a fixed worker id stays fenced, a move waits for its time
+		default:
 			wait = k.acquire(ctx)
 		}
+		wait = k.trip.sooner(wait)
+		next = time.Now().Add(wait)
 		t.Reset(wait)
 	}
 }
@@ -119,6 +136,7 @@ func (k *keeper) renew(ctx context.Context) time.Duration {
 		k.failures, k.fenced, k.capped = 0, false, false
 		k.g.update(func(s *LeaseStatus) {
 			s.State, s.Promise, s.Renewed, s.Err = LeaseHeld, time.UnixMilli(k.promise), time.Now(), nil
+			k.trip.status(s) // held, but fenced by the tripwire
 		})
 		return max(k.hb.Interval-time.Since(start), 0)
 	case errors.Is(err, lease.ErrCapped):
@@ -155,7 +173,10 @@ func (k *keeper) renew(ctx context.Context) time.Duration {
 	}
 	k.failures++
 	k.g.stats.renewalFailures.Add(1)
-	k.g.update(func(s *LeaseStatus) { s.State, s.Err = LeaseRenewing, err })
+	k.g.update(func(s *LeaseStatus) {
+		s.State, s.Err = LeaseRenewing, err
+		k.trip.status(s)
+	})
 	left := time.UnixMilli(k.promise).Sub(k.clock.Now())
 	attrs = append(attrs, slog.String("error", err.Error()), slog.Int("failures", k.failures),
 		slog.Time("promise", time.UnixMilli(k.promise)), slog.Duration("left", left.Round(time.Millisecond)))

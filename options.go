@@ -341,7 +341,7 @@ func (c *config) build(workerID int64, source Source, instance string) (*Generat
 	if err != nil {
 		return nil, err
 	}
-	return &Generator{g: g, service: c.service, instance: instance,
+	return &Generator{g: g, service: c.service, instance: instance, tw: tripwire{log: c.logger},
 		status: LeaseStatus{Source: source, WorkerID: workerID}}, nil
 }
 

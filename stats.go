@@ -60,15 +60,26 @@ type Stats struct {
 	// Fencings counts the times the generator was fenced: its renewals
 	// failed until the clock reached the acknowledged promise, or it lost
 	// its worker id (taken by another instance, the slot's row or table
-	// gone, or a fixed worker id found held by another live instance).
+	// gone, a fixed worker id found held by another live instance, or the
+	// tripwire's duplicate primary key: see Collisions).
 	// NextID returns ErrFenced from then until a renewal or a new lease
 	// succeeds.
 	Fencings int64
 	// Switches counts the slots the generator moved onto after Open, in the
 	// background: a fallback upgraded to a lease, a fixed worker id
-	// registered late, or a lost lease replaced by a new one (whose worker
-	// id may happen to be the old one).
+	// registered late, a lost lease replaced by a new one (whose worker
+	// id may happen to be the old one), or a move off a worker id that the
+	// tripwire found shared (at most one such move per TTL).
 	Switches int64
+
+	// Collisions counts the INSERT statements (a CreateBulk is one) of ent
+	// code generated with entext that failed on a duplicate primary key
+	// whose id this generator issued under its worker id: another instance
+	// issues under the same worker id (see Generator.InsertFailed). Each
+	// fences the generator. Any value but zero calls for a look at how
+	// worker ids are given out: a fallback, a fixed id set twice, an
+	// allocator that does not lease.
+	Collisions int64
 }
 
 // ErrorCounts counts the errors NextID and NextIDs returned, by kind (see
@@ -95,6 +106,8 @@ type stats struct {
 	fenced, backwards, exhausted, closed, other atomic.Int64
 
 	renewals, renewalFailures, fencings, switches atomic.Int64
+
+	collisions atomic.Int64
 }
 
 // failed counts an error of NextID or NextIDs by its kind, and returns it.
@@ -141,5 +154,6 @@ func (g *Generator) Stats() Stats {
 		RenewalFailures: c.renewalFailures.Load(),
 		Fencings:        c.fencings.Load(),
 		Switches:        c.switches.Load(),
+		Collisions:      c.collisions.Load(),
 	}
 }

@@ -14,7 +14,10 @@
 //   - a hook, registered when the client is made, that gives each created
 //     entity an ID unless the caller set one (Create, CreateBulk,
 //     MapCreateBulk, upserts, in transactions or not), and needs no import of
-//     the generated runtime package;
+//     the generated runtime package; when the INSERT fails, it hands the
+//     error to the generator's tripwire (entflake.Generator.InsertFailed),
+//     once per statement, which tells a duplicate primary key on one of the
+//     generator's own IDs from every other error;
 //   - for upserts, a conflict clause that keeps the primary key of the row
 //     being updated (see README: the ResolveWithNewValues trap), and on
 //     MySQL reports that row's id back through LAST_INSERT_ID;
@@ -48,8 +51,9 @@
 // (it gives each type an id range, which pre-assigned ids ignore), or for
 // the few names that would clash with what it generates: a type named
 // IDGenerator, NextID or Entflake (whose model file would be entflake.go),
-// a field that would be the struct field UnmarshalJSON of a type that gets
-// one, and a dependency (entc.Dependency) whose field is entflake or whose
+// a field whose mutation field would be entflakeBatch (the extension's own,
+// on a type with the mixin), a field that would be the struct field
+// UnmarshalJSON of a type that gets one, and a dependency (entc.Dependency) whose field is entflake or whose
 // option is IDGenerator. It fails too, naming the field, for
 // mixin.JSONString() on a field that is not a plain int64 or that is kept
 // out of JSON, and for the mark on a schema or an edge, where it would do
@@ -219,6 +223,11 @@ func Check(g *gen.Graph) error {
 			continue
 		}
 		users = append(users, n.Name)
+		for _, f := range n.Fields {
+			if f.BuilderField() == "entflakeBatch" {
+				fail("schema %s: field %s would clash with the entflakeBatch field entflake adds to its mutation; rename the field", n.Name, f.Name)
+			}
+		}
 		if n.IsEdgeSchema() {
 			fail("schema %s uses mixin.SnowflakeID but is an edge schema: ent inserts its rows itself when edges are "+
 				"added, without hooks, so nothing would give them an id; key it by its two edge fields "+

@@ -119,6 +119,14 @@ func (JSONClash) Mixin() []ent.Mixin { return []ent.Mixin{entflakemixin.Snowflak
 
 func (JSONClash) Fields() []ent.Field { return []ent.Field{field.String("unmarshal_json")} }
 
+// BatchClash has a field whose mutation field is the entflakeBatch that
+// entflake adds to the mutation of a type with the mixin.
+type BatchClash struct{ ent.Schema }
+
+func (BatchClash) Mixin() []ent.Mixin { return []ent.Mixin{entflakemixin.SnowflakeID{}} }
+
+func (BatchClash) Fields() []ent.Field { return []ent.Field{field.String("entflakeBatch")} }
+
 // StringRef marks a string field with JSONString.
 type StringRef struct{ ent.Schema }
 
@@ -240,6 +248,7 @@ func TestCheck(t *testing.T) {
 		"name clash":      {[]ent.Interface{NextID{}}, nil, []string{"schema NextID", "clash"}},
 		"file clash":      {[]ent.Interface{Entflake{}}, nil, []string{"schema Entflake", "entflake.go"}},
 		"method clash":    {[]ent.Interface{JSONClash{}}, nil, []string{"schema JSONClash", "field unmarshal_json", "UnmarshalJSON"}},
+		"batch clash":     {[]ent.Interface{BatchClash{}}, nil, []string{"schema BatchClash", "field entflakeBatch", "rename the field"}},
 		"edge schema":     {[]ent.Interface{User{}, Group{}, Membership{}}, nil, []string{"schema Membership", "edge schema"}},
 		"several at once": {[]ent.Interface{StringID{}, DefaultID{}}, nil, []string{"schema StringID", "schema DefaultID"}},
 		"string ref":      {[]ent.Interface{StringRef{}}, nil, []string{"schema StringRef", "field account_id", "JSONString()", "is string, not int64"}},

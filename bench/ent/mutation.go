@@ -2589,6 +2589,10 @@ type SnowMutation struct {
 	done          bool
 	oldValue      func(context.Context) (*Snow, error)
 	predicates    []predicate.Snow
+	// entflakeBatch are the builders of the CreateBulk whose INSERT the
+	// mutation ran in, if any (entflakeStatement). A pointer: one word
+	// more in every mutation, not three.
+	entflakeBatch *[]*SnowCreate
 }
 
 var _ ent.Mutation = (*SnowMutation)(nil)
@@ -3011,6 +3015,10 @@ type Snow8Mutation struct {
 	done          bool
 	oldValue      func(context.Context) (*Snow8, error)
 	predicates    []predicate.Snow8
+	// entflakeBatch are the builders of the CreateBulk whose INSERT the
+	// mutation ran in, if any (entflakeStatement). A pointer: one word
+	// more in every mutation, not three.
+	entflakeBatch *[]*Snow8Create
 }
 
 var _ ent.Mutation = (*Snow8Mutation)(nil)
@@ -3433,6 +3441,10 @@ type Snow8RowMutation struct {
 	done          bool
 	oldValue      func(context.Context) (*Snow8Row, error)
 	predicates    []predicate.Snow8Row
+	// entflakeBatch are the builders of the CreateBulk whose INSERT the
+	// mutation ran in, if any (entflakeStatement). A pointer: one word
+	// more in every mutation, not three.
+	entflakeBatch *[]*Snow8RowCreate
 }
 
 var _ ent.Mutation = (*Snow8RowMutation)(nil)

@@ -159,6 +159,9 @@ func (_c *Snow8CreateBulk) Save(ctx context.Context) ([]*Snow8, error) {
 				} else {
 					spec := &sqlgraph.BatchCreateSpec{Nodes: specs}
 					entflakeKeepBatchIDs(_c.driver.Dialect(), spec)
+					for _, b := range _c.builders {
+						b.mutation.entflakeBatch = &_c.builders
+					}
 					// Invoke the actual operation on the latest mutation in the chain.
 					if err = sqlgraph.BatchCreate(ctx, _c.driver, spec); err != nil {
 						if sqlgraph.IsConstraintError(err) {

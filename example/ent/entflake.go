@@ -58,7 +58,8 @@ func entflakeNextID(c *config) (int64, error) {
 // entflakeIDs is the hook, registered on every client for the entity types
 // with the SnowflakeID mixin, that gives a created entity a snowflake ID
 // unless the caller set one. It runs before every other hook, so those see
-// the ID.
+// the ID. When the INSERT fails, the generator's tripwire looks at the
+// error (entflakeInsertFailed); a create that succeeds never reaches it.
 func entflakeIDs(next ent.Mutator) ent.Mutator {
 	return ent.MutateFunc(func(ctx context.Context, m ent.Mutation) (ent.Value, error) {
 		if !m.Op().Is(ent.OpCreate) {
@@ -81,11 +82,81 @@ func entflakeIDs(next ent.Mutator) ent.Mutator {
 			em.SetID(id)
 		}
 		v, err := next.Mutate(ctx, m)
-		if err != nil || c.driver.Dialect() != dialect.MySQL {
-			return v, err
+		if err != nil {
+			return v, entflakeInsertFailed(ctx, c, m, err)
+		}
+		if c.driver.Dialect() != dialect.MySQL {
+			return v, nil
 		}
 		return v, entflakeReadBack(ctx, c, v, id)
 	})
+}
+
+// entflakeInsertFailed hands the error of a create to the tripwire of the
+// client's generator (entflake.Generator.InsertFailed). A duplicate primary
+// key on an id of the generator's worker id means that another instance
+// issues under it: the generator counts it, logs it, stops issuing under
+// that worker id and, if it leases, moves to another; the caller gets the
+// error with entflake.ErrWorkerCollision added to its chain. Every other
+// error is returned as it is.
+func entflakeInsertFailed(ctx context.Context, c *config, m ent.Mutation, err error) error {
+	g, ok := c.entflake.(*entflake.Generator)
+	if !ok {
+		return err
+	}
+	in := entflake.Insert{Dialect: c.driver.Dialect(), Catalog: entflakeDriver(c)}
+	last := true
+	switch m := m.(type) {
+	case *AccountMutation:
+		in.Table, in.Column = "accounts", "id"
+		in.IDs, last = entflakeStatement(m, m.entflakeBatch)
+	case *EntryMutation:
+		in.Table, in.Column = "entries", "id"
+		in.IDs, last = entflakeStatement(m, m.entflakeBatch)
+	case *EventMutation:
+		in.Table, in.Column = "events", "id"
+		in.IDs, last = entflakeStatement(m, m.entflakeBatch)
+	}
+	if !last {
+		return err // the batch's last builder reports the statement's error
+	}
+	return g.InsertFailed(ctx, err, in)
+}
+
+// entflakeStatement returns the ids of the INSERT that m's create ran in:
+// its own, or in a CreateBulk (batch, the builders of the bulk, see
+// entflakeBatch) every builder's. A CreateBulk is one statement whose error
+// every builder's hook sees, the last builder's first: last is false for
+// the others, which leave it to that one.
+func entflakeStatement[M interface {
+	comparable
+	ID() (int64, bool)
+}, B interface{ Mutation() M }](m M, batch *[]B) (ids []int64, last bool) {
+	if batch == nil || len(*batch) == 0 {
+		id, _ := m.ID()
+		return []int64{id}, true
+	}
+	builders := *batch
+	if builders[len(builders)-1].Mutation() != m {
+		return nil, false
+	}
+	ids = make([]int64, 0, len(builders))
+	for _, b := range builders {
+		if id, ok := b.Mutation().ID(); ok {
+			ids = append(ids, id)
+		}
+	}
+	return ids, true
+}
+
+// entflakeDriver returns the driver of a client's configuration outside
+// any transaction: PostgreSQL runs no statement in a transaction after an
+// error, and the tripwire may need to look at the catalog.
+func entflakeDriver(c *config) dialect.Driver {
+	if tx, ok := c.driver.(*txDriver); ok {
+		return tx.drv
+	}
+	return c.driver
 }
 
 // entflakeConfig returns the client configuration of a mutation of an

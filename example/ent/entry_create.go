@@ -189,6 +189,9 @@ func (_c *EntryCreateBulk) Save(ctx context.Context) ([]*Entry, error) {
 				} else {
 					spec := &sqlgraph.BatchCreateSpec{Nodes: specs}
 					entflakeKeepBatchIDs(_c.driver.Dialect(), spec)
+					for _, b := range _c.builders {
+						b.mutation.entflakeBatch = &_c.builders
+					}
 					// Invoke the actual operation on the latest mutation in the chain.
 					if err = sqlgraph.BatchCreate(ctx, _c.driver, spec); err != nil {
 						if sqlgraph.IsConstraintError(err) {

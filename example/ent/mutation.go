@@ -47,6 +47,10 @@ type AccountMutation struct {
 	done           bool
 	oldValue       func(context.Context) (*Account, error)
 	predicates     []predicate.Account
+	// entflakeBatch are the builders of the CreateBulk whose INSERT the
+	// mutation ran in, if any (entflakeStatement). A pointer: one word
+	// more in every mutation, not three.
+	entflakeBatch *[]*AccountCreate
 }
 
 var _ ent.Mutation = (*AccountMutation)(nil)
@@ -562,6 +566,10 @@ type EntryMutation struct {
 	done           bool
 	oldValue       func(context.Context) (*Entry, error)
 	predicates     []predicate.Entry
+	// entflakeBatch are the builders of the CreateBulk whose INSERT the
+	// mutation ran in, if any (entflakeStatement). A pointer: one word
+	// more in every mutation, not three.
+	entflakeBatch *[]*EntryCreate
 }
 
 var _ ent.Mutation = (*EntryMutation)(nil)
@@ -1122,6 +1130,10 @@ type EventMutation struct {
 	done          bool
 	oldValue      func(context.Context) (*Event, error)
 	predicates    []predicate.Event
+	// entflakeBatch are the builders of the CreateBulk whose INSERT the
+	// mutation ran in, if any (entflakeStatement). A pointer: one word
+	// more in every mutation, not three.
+	entflakeBatch *[]*EventCreate
 }
 
 var _ ent.Mutation = (*EventMutation)(nil)

@@ -133,6 +133,9 @@ type Generator struct {
 	stopErr atomic.Pointer[error]
 	floor   atomic.Int64 // the lowest time field the worker id allows; read on rollbacks only
 	high    atomic.Int64 // the highest time field issued before a clock-sequence bump moved back
+	since   atomic.Int64 // the lowest time field an ID under the current worker id can have
+	barred  int64        // a worker id Switch refuses (Bar), or -1; under mu
+	barErr  error        // why it is barred
 
 	// What follows is written on slow paths only (waits, rollbacks, a
 	// burst's borrowed millisecond): keep it off the cache lines that the
@@ -242,6 +245,7 @@ func New(cfg Config) (*Generator, error) {
 	}
 	g.limit.Store(limit)
 	g.floor.Store(cfg.Floor)
+	g.barred = -1
 	g.state.Store(g.above(uint64(cfg.WorkerID)<<g.seqBits, cfg.WorkerID, cfg.Floor))
 	switch c := cfg.Clock.(type) {
 	case nil:
@@ -255,11 +259,28 @@ func New(cfg Config) (*Generator, error) {
 		g.kind = kindCustom
 	}
 	// Fail now rather than at the first NextID when the clock is unusable.
-	if _, err := g.millis(); err != nil {
+	now, err := g.millis()
+	if err != nil {
 		return nil, err
 	}
+	g.setSince(g.state.Load(), now)
 	return g, nil
 }
+
+// setSince records the lowest time field the IDs after state can have
+// under its worker id: past state's millisecond, and not before the clock
+// reads now. (A clock that goes back before the first ID is issued can
+// take the first IDs below it; Since is for the tripwire, which then misses
+// a duplicate of those, and never blames the worker id for one it did not
+// issue.)
+func (g *Generator) setSince(state uint64, now int64) {
+	g.since.Store(max(now, int64(state&^stopBit>>TimeShift)+1))
+}
+
+// Since returns the lowest time field (ms since the epoch) that an ID under
+// the current worker id can have: IDs of that worker id below it were
+// issued by someone else (a previous holder, another instance).
+func (g *Generator) Since() int64 { return g.since.Load() }
 
 // above is the state word for worker workerID that makes the next ID open a
 // millisecond past both state's last one and floor-1: the state with that
@@ -550,6 +571,10 @@ func (g *Generator) Switch(workerID, floor, limit int64) error {
 	if g.closed {
 		return ErrClosed
 	}
+	if workerID == g.barred {
+		return fmt.Errorf("worker id %d is barred: %w", workerID, g.barErr)
+	}
+	now, _ := g.millis() // 0 on error: Since then rests on the state alone
 	// While the word changes hands, the limit is the lower of the old and the
 	// new one: a goroutine that loaded the old word (and reads the limit
 	// after it) stays within the old worker's promise, and one that loads
@@ -559,13 +584,42 @@ func (g *Generator) Switch(workerID, floor, limit int64) error {
 	}
 	for {
 		old := g.state.Load()
-		if g.state.CompareAndSwap(old, g.above(old, workerID, floor)) {
+		next := g.above(old, workerID, floor)
+		if g.state.CompareAndSwap(old, next) {
+			g.setSince(next, now)
 			break
 		}
 	}
 	g.limit.Store(limit)
 	g.floor.Store(floor)
 	return nil
+}
+
+// Bar stops the generator with err, as Stop does, if it issues under
+// workerID now, and bars that worker id: Switch refuses it from then on, so
+// that no ID under it is issued again, whatever a background lease takes
+// meanwhile. One worker id is barred at a time, the last one given. The
+// check of the worker id and the stop are one step with respect to Switch.
+// current reports whether workerID was the generator's worker id (nothing
+// is done otherwise); stopped, whether this call stopped a generator that
+// was issuing. After Close it stops nothing and bars nothing.
+func (g *Generator) Bar(workerID int64, err error) (current, stopped bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.WorkerID() != workerID {
+		return false, false
+	}
+	if g.closed {
+		return true, false
+	}
+	g.barred, g.barErr = workerID, err
+	g.stopErr.Store(&err)
+	for {
+		old := g.state.Load()
+		if g.state.CompareAndSwap(old, old|stopBit) {
+			return true, old&stopBit == 0
+		}
+	}
 }
 
 // Last returns the time field (ms since the epoch) of the state: the last

@@ -64,6 +64,10 @@ type BuilderMutation struct {
 	done          bool
 	oldValue      func(context.Context) (*Builder, error)
 	predicates    []predicate.Builder
+	// entflakeBatch are the builders of the CreateBulk whose INSERT the
+	// mutation ran in, if any (entflakeStatement). A pointer: one word
+	// more in every mutation, not three.
+	entflakeBatch *[]*BuilderCreate
 }
 
 var _ ent.Mutation = (*BuilderMutation)(nil)
@@ -489,6 +493,10 @@ type DocMutation struct {
 	done              bool
 	oldValue          func(context.Context) (*Doc, error)
 	predicates        []predicate.Doc
+	// entflakeBatch are the builders of the CreateBulk whose INSERT the
+	// mutation ran in, if any (entflakeStatement). A pointer: one word
+	// more in every mutation, not three.
+	entflakeBatch *[]*DocCreate
 }
 
 var _ ent.Mutation = (*DocMutation)(nil)
@@ -916,6 +924,10 @@ type JSONMutation struct {
 	done          bool
 	oldValue      func(context.Context) (*Json, error)
 	predicates    []predicate.Json
+	// entflakeBatch are the builders of the CreateBulk whose INSERT the
+	// mutation ran in, if any (entflakeStatement). A pointer: one word
+	// more in every mutation, not three.
+	entflakeBatch *[]*JSONCreate
 }
 
 var _ ent.Mutation = (*JSONMutation)(nil)
@@ -1466,6 +1478,10 @@ type MutatorsMutation struct {
 	done          bool
 	oldValue      func(context.Context) (*Mutators, error)
 	predicates    []predicate.Mutators
+	// entflakeBatch are the builders of the CreateBulk whose INSERT the
+	// mutation ran in, if any (entflakeStatement). A pointer: one word
+	// more in every mutation, not three.
+	entflakeBatch *[]*MutatorsCreate
 }
 
 var _ ent.Mutation = (*MutatorsMutation)(nil)
@@ -2016,6 +2032,10 @@ type NodeMutation struct {
 	done          bool
 	oldValue      func(context.Context) (*Node, error)
 	predicates    []predicate.Node
+	// entflakeBatch are the builders of the CreateBulk whose INSERT the
+	// mutation ran in, if any (entflakeStatement). A pointer: one word
+	// more in every mutation, not three.
+	entflakeBatch *[]*NodeCreate
 }
 
 var _ ent.Mutation = (*NodeMutation)(nil)
@@ -3035,6 +3055,10 @@ type PartMutation struct {
 	done          bool
 	oldValue      func(context.Context) (*Part, error)
 	predicates    []predicate.Part
+	// entflakeBatch are the builders of the CreateBulk whose INSERT the
+	// mutation ran in, if any (entflakeStatement). A pointer: one word
+	// more in every mutation, not three.
+	entflakeBatch *[]*PartCreate
 }
 
 var _ ent.Mutation = (*PartMutation)(nil)
@@ -3838,6 +3862,10 @@ type ReferenceMutation struct {
 	done            bool
 	oldValue        func(context.Context) (*Reference, error)
 	predicates      []predicate.Reference
+	// entflakeBatch are the builders of the CreateBulk whose INSERT the
+	// mutation ran in, if any (entflakeStatement). A pointer: one word
+	// more in every mutation, not three.
+	entflakeBatch *[]*ReferenceCreate
 }
 
 var _ ent.Mutation = (*ReferenceMutation)(nil)
@@ -4813,6 +4841,10 @@ type RootMutation struct {
 	done          bool
 	oldValue      func(context.Context) (*Root, error)
 	predicates    []predicate.Root
+	// entflakeBatch are the builders of the CreateBulk whose INSERT the
+	// mutation ran in, if any (entflakeStatement). A pointer: one word
+	// more in every mutation, not three.
+	entflakeBatch *[]*RootCreate
 }
 
 var _ ent.Mutation = (*RootMutation)(nil)
@@ -5363,6 +5395,10 @@ type SpecMutation struct {
 	done          bool
 	oldValue      func(context.Context) (*Spec, error)
 	predicates    []predicate.Spec
+	// entflakeBatch are the builders of the CreateBulk whose INSERT the
+	// mutation ran in, if any (entflakeStatement). A pointer: one word
+	// more in every mutation, not three.
+	entflakeBatch *[]*SpecCreate
 }
 
 var _ ent.Mutation = (*SpecMutation)(nil)
@@ -5910,6 +5946,10 @@ type StrconvMutation struct {
 	done          bool
 	oldValue      func(context.Context) (*Strconv, error)
 	predicates    []predicate.Strconv
+	// entflakeBatch are the builders of the CreateBulk whose INSERT the
+	// mutation ran in, if any (entflakeStatement). A pointer: one word
+	// more in every mutation, not three.
+	entflakeBatch *[]*StrconvCreate
 }
 
 var _ ent.Mutation = (*StrconvMutation)(nil)
@@ -6378,6 +6418,10 @@ type WidgetMutation struct {
 	done          bool
 	oldValue      func(context.Context) (*Widget, error)
 	predicates    []predicate.Widget
+	// entflakeBatch are the builders of the CreateBulk whose INSERT the
+	// mutation ran in, if any (entflakeStatement). A pointer: one word
+	// more in every mutation, not three.
+	entflakeBatch *[]*WidgetCreate
 }
 
 var _ ent.Mutation = (*WidgetMutation)(nil)

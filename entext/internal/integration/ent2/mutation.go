@@ -41,6 +41,10 @@ type SpecsMutation struct {
 	done          bool
 	oldValue      func(context.Context) (*Specs, error)
 	predicates    []predicate.Specs
+	// entflakeBatch are the builders of the CreateBulk whose INSERT the
+	// mutation ran in, if any (entflakeStatement). A pointer: one word
+	// more in every mutation, not three.
+	entflakeBatch *[]*SpecsCreate
 }
 
 var _ ent.Mutation = (*SpecsMutation)(nil)
@@ -506,6 +510,10 @@ type VMutation struct {
 	done          bool
 	oldValue      func(context.Context) (*V, error)
 	predicates    []predicate.V
+	// entflakeBatch are the builders of the CreateBulk whose INSERT the
+	// mutation ran in, if any (entflakeStatement). A pointer: one word
+	// more in every mutation, not three.
+	entflakeBatch *[]*VCreate
 }
 
 var _ ent.Mutation = (*VMutation)(nil)

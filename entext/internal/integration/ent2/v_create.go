@@ -295,6 +295,9 @@ func (_c *VCreateBulk) Save(ctx context.Context) ([]*V, error) {
 						spec.OnConflict = append(spec.OnConflict[:n:n], entflakeKeepID("id"))
 					}
 					entflakeKeepBatchIDs(_c.driver.Dialect(), spec)
+					for _, b := range _c.builders {
+						b.mutation.entflakeBatch = &_c.builders
+					}
 					// Invoke the actual operation on the latest mutation in the chain.
 					if err = sqlgraph.BatchCreate(ctx, _c.driver, spec); err != nil {
 						if sqlgraph.IsConstraintError(err) {

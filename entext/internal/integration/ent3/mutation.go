@@ -42,6 +42,10 @@ type AccountMutation struct {
 	done          bool
 	oldValue      func(context.Context) (*Account, error)
 	predicates    []predicate.Account
+	// entflakeBatch are the builders of the CreateBulk whose INSERT the
+	// mutation ran in, if any (entflakeStatement). A pointer: one word
+	// more in every mutation, not three.
+	entflakeBatch *[]*AccountCreate
 }
 
 var _ ent.Mutation = (*AccountMutation)(nil)
