@@ -155,7 +155,10 @@ func (k *keeper) renew(ctx context.Context) time.Duration {
 			k.fenced = true
 			k.g.stats.fencings.Add(1)
 		}
-		k.g.update(func(s *LeaseStatus) { s.State, s.Renewed, s.Err = LeaseRenewing, time.Now(), err })
+		k.g.update(func(s *LeaseStatus) {
+			s.State, s.Renewed, s.Err = LeaseRenewing, time.Now(), err
+			k.trip.status(s)
+		})
 		return max(k.hb.Interval-time.Since(start), 0)
 	case errors.Is(err, lease.ErrLost):
 		// Another instance took the slot, or its row or table is gone:

@@ -536,7 +536,7 @@ func (k *keeper) move(ctx context.Context) time.Duration {
 			level = slog.LevelDebug
 		}
 		k.log.LogAttrs(ctx, level, "entflake: tripwire: no other worker id leased yet", slog.Int64("worker_id", from),
-			slog.String("error", mapLeaseError(err).Error()), slog.Int("failures", k.failures))
+			slog.String("error", err.Error()), slog.Int("failures", k.failures))
 		return min(k.hb.Retry<<min(k.failures-1, 10), k.hb.Interval)
 	}
 	if old != nil {
@@ -547,7 +547,7 @@ func (k *keeper) move(ctx context.Context) time.Duration {
 		}
 		cancel()
 	}
-	k.failures, k.fenced, k.held = 0, false, false
+	k.failures, k.fenced, k.held, k.lost, k.floorSeen, k.capped = 0, false, false, false, false, false
 	k.trip.pending, k.trip.err, k.trip.moved = false, nil, time.Now()
 	k.g.stats.switches.Add(1)
 	k.log.LogAttrs(ctx, slog.LevelWarn, "entflake: tripwire: moved to another worker id",
@@ -557,17 +557,11 @@ func (k *keeper) move(ctx context.Context) time.Duration {
 	return k.hb.Interval
 }
 
-// takeOtherThan takes a slot other than worker w's. The slot table hands
-// out w only when nobody holds its slot (the instance that collided is in
-// fallback, or unregistered, or allocates on its own): then the slot is
-// held while the take runs again, which therefore passes it by, and given
-// back after.
+// takeOtherThan takes a slot other than worker w's: the take passes w by
+// even when its slot is free (the instance that collided may be in
+// fallback, unregistered, or allocating on its own).
 func (k *keeper) takeOtherThan(ctx context.Context, w int64) (lease.Slot, error) {
-	slot, err := lease.Take(ctx, k.req)
-	if err != nil || slot.WorkerID != w {
-		return slot, err
-	}
-	other, err := lease.Take(ctx, k.req)
-	k.giveBack(ctx, slot)
-	return other, err
+	req := k.req
+	req.Avoid = append(slices.Clone(req.Avoid), w)
+	return lease.Take(ctx, req)
 }
