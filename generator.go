@@ -1,7 +1,6 @@
 package entflake
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -295,23 +294,6 @@ func (g *Generator) Close() error {
 	}
 	g.update(func(s *LeaseStatus) { s.State = LeaseReleased })
 	return err
-}
-
-// waitClock sleeps until clk reads at least until, or ctx ends.
-func waitClock(ctx context.Context, clk Clock, until time.Time) error {
-	for {
-		d := until.Sub(clk.Now())
-		if d <= 0 {
-			return nil
-		}
-		t := time.NewTimer(min(d, 50*time.Millisecond))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("waiting %v for the clock to pass the worker id's floor: %w", d.Round(time.Millisecond), ctx.Err())
-		case <-t.C:
-		}
-	}
 }
 
 // errIs reports whether err is any of targets.

@@ -312,21 +312,35 @@ func (k *keeper) adopt(ctx context.Context, slot lease.Slot) error {
 // The renewals keep the take's promise: nothing is issued under it yet.
 func (k *keeper) waitFloor(ctx context.Context, slot lease.Slot, floor time.Time) error {
 	h := k.req.Holding(slot)
+	renewed := time.Now()
 	for {
-		next := k.clock.Now().Add(k.hb.Interval)
-		if !next.Before(floor) {
-			return waitClock(ctx, k.clock, floor)
+		now := k.clock.Now()
+		if !now.Before(floor) {
+			return nil
 		}
-		if err := waitClock(ctx, k.clock, next); err != nil {
-			return err
+		if dl, ok := ctx.Deadline(); ok && floor.Sub(now) > time.Until(dl) {
+			// The clock went back since the take judged the floor near
+			// enough: the wait would end at the deadline, not at the floor.
+			return fmt.Errorf("the floor is %v ahead of the clock, beyond the deadline: %w",
+				floor.Sub(now).Round(time.Millisecond), context.DeadlineExceeded)
 		}
-		if k.private {
+		// Short steps, so that a clock that goes back is seen soon.
+		t := time.NewTimer(min(floor.Sub(now), 50*time.Millisecond))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("waiting %v for the clock to pass the worker id's floor: %w",
+				floor.Sub(k.clock.Now()).Round(time.Millisecond), ctx.Err())
+		case <-t.C:
+		}
+		if k.private || time.Since(renewed) < k.hb.Interval {
 			continue
 		}
+		renewed = time.Now()
 		rctx, cancel := context.WithTimeout(ctx, k.hb.Timeout)
 		err := lease.Renew(rctx, h, k.hb.TTL.Milliseconds(), slot.Promise)
 		cancel()
-		if err != nil && !errors.Is(err, lease.ErrCapped) && ctx.Err() == nil && errors.Is(err, lease.ErrLost) {
+		if errors.Is(err, lease.ErrLost) && ctx.Err() == nil {
 			return err
 		}
 	}

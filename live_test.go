@@ -427,7 +427,8 @@ func TestExplicitLiveElsewhere(t *testing.T) {
 	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
 		db := b.Fresh(t)
 		t.Setenv("POD_NAME", "ledger-0")
-		first := open(t, db.DB, b.Dialect, WithService("ledger"), WithWorkerID(7), WithHeartbeat(fastBeat), quiet())
+		firstLog, firstOpt := newSink()
+		first := open(t, db.DB, b.Dialect, WithService("ledger"), WithWorkerID(7), WithHeartbeat(fastBeat), firstOpt)
 		assert.Equal(t, LeaseHeld, first.Lease().State)
 		assert.Equal(t, SourceExplicit, first.Source())
 		var last int64
@@ -454,6 +455,25 @@ func TestExplicitLiveElsewhere(t *testing.T) {
 		assert.Greater(t, id, last)
 		eventually(t, 5*time.Second, func() bool { _, err := first.NextID(); return errors.Is(err, ErrLeaseLost) },
 			"the old incarnation was not fenced")
+		// Here the old incarnation is alive: two live pods share one
+		// POD_NAME. The one that lost the slot says so, naming both, and
+		// does not take it back: no flapping.
+		eventually(t, 5*time.Second, func() bool { return len(firstLog.find(slog.LevelError, "share one POD_NAME")) > 0 },
+			"the twin was not reported")
+		twin := firstLog.find(slog.LevelError, "share one POD_NAME")[0]
+		assert.Equal(t, first.Instance(), twin.attrs["instance"])
+		assert.Equal(t, again.Instance(), twin.attrs["other"])
+		for range 20 { // 20 renewal intervals
+			time.Sleep(fastBeat.Interval)
+			_, err := first.NextID()
+			require.ErrorIs(t, err, ErrFenced)
+			_, err = again.NextID()
+			require.NoError(t, err)
+		}
+		assert.Zero(t, first.Stats().Switches)
+		assert.Equal(t, LeaseHeld, again.Lease().State)
+		assert.Zero(t, again.Stats().Fencings)
+		assert.Len(t, firstLog.find(slog.LevelError, "share one POD_NAME"), 1, "said once")
 	})
 }
 

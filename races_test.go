@@ -22,7 +22,7 @@ import (
 // as regression tests. They run on MariaDB.
 
 // gateClock is the real clock, except that, once armed, the first read made
-// from inside waitClock (a background take waiting for its slot's floor)
+// from inside waitFloor (a background take waiting for its slot's floor)
 // blocks until the gate opens: it picks an interleaving, nothing else.
 type gateClock struct {
 	armed   atomic.Bool
@@ -36,7 +36,7 @@ func (c *gateClock) Now() time.Time {
 		frames := runtime.CallersFrames(pc[:runtime.Callers(2, pc)])
 		for {
 			f, more := frames.Next()
-			if strings.HasSuffix(f.Function, "entflake.waitClock") {
+			if strings.HasSuffix(f.Function, "entflake.(*keeper).waitFloor") {
 				c.armed.Store(false)
 				close(c.blocked)
 				<-c.gate
@@ -296,7 +296,7 @@ func TestDeletedSlotRows(t *testing.T) {
 }
 
 // stepBackClock is the real clock until a read is made from inside
-// waitClock (a take waiting for its slot's floor); from then on it is
+// waitFloor (a take waiting for its slot's floor); from then on it is
 // `back` behind: the clock stepped back while the take waited, so that the
 // wait ends at the lease timeout instead of at the floor.
 type stepBackClock struct {
@@ -310,7 +310,7 @@ func (c *stepBackClock) Now() time.Time {
 		frames := runtime.CallersFrames(pc[:runtime.Callers(2, pc)])
 		for {
 			f, more := frames.Next()
-			if strings.HasSuffix(f.Function, "entflake.waitClock") {
+			if strings.HasSuffix(f.Function, "entflake.(*keeper).waitFloor") {
 				c.stepped.Store(true)
 				break
 			}
@@ -417,4 +417,40 @@ func TestUnregisteredFixedLearnsFloor(t *testing.T) {
 			assert.Zero(t, repeats, "of %d IDs, %d were the previous holder's", len(ids), repeats)
 		})
 	}
+}
+
+// TestLeaseFloorWaitPicksAnother: on the lease path, a slot whose floor
+// the take judged near enough, but which the clock then falls behind (it
+// stepped back), is given back untouched, and another slot is taken,
+// rather than falling back to a hashed worker id.
+func TestLeaseFloorWaitPicksAnother(t *testing.T) {
+	t.Setenv(EnvWorkerID, "")
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		db := b.Fresh(t)
+		a := open(t, db.DB, b.Dialect, WithService("svc"), quiet())
+		c := open(t, db.DB, b.Dialect, WithService("svc"), quiet())
+		wa, wc := a.WorkerID(), c.WorkerID()
+		require.NoError(t, a.Close())
+		require.NoError(t, c.Close())
+		// wa's last holder issued up to 200 ms ahead (near enough not to
+		// look for another slot first); wc's long ago.
+		near := time.Now().Add(200 * time.Millisecond).UnixMilli()
+		_, err := db.Exec(fmt.Sprintf("UPDATE sys_sequence_slot SET promise_ms = %d WHERE worker_id = %d", near, wa))
+		require.NoError(t, err)
+		_, err = db.Exec(fmt.Sprintf("UPDATE sys_sequence_slot SET promise_ms = %d WHERE worker_id = %d",
+			time.Now().Add(-time.Minute).UnixMilli(), wc))
+		require.NoError(t, err)
+		_, err = db.Exec(fmt.Sprintf("UPDATE sys_sequence SET worker_id = %d WHERE service_name = '__global__'", wa-1))
+		require.NoError(t, err)
+		clk := &stepBackClock{back: 10 * time.Second}
+		sink, logOpt := newSink()
+		g := open(t, db.DB, b.Dialect, WithService("svc"), WithClock(clk), WithLeaseTimeout(3*time.Second), logOpt)
+		require.True(t, clk.stepped.Load(), "the take waited for wa's floor")
+		assert.Equal(t, SourceLease, g.Source(), "no fallback")
+		assert.Equal(t, LeaseHeld, g.Lease().State)
+		assert.Equal(t, wc, g.WorkerID(), "the other free slot")
+		assert.Empty(t, sink.find(slog.LevelWarn, "fallback"))
+		promise, _ := slotPromise(t, db.DB, wa)
+		assert.Equal(t, near, promise, "wa given back with its promise untouched")
+	})
 }

@@ -225,3 +225,56 @@ func TestLeaseConnectionKilled(t *testing.T) {
 		})
 	}
 }
+
+// TestRenewAnswerLost: a renewal commits, but the connection breaks before
+// the client hears so. The renewal reads the slot back on another
+// connection and counts as done, since the slot shows its fence, its tag
+// and the promise it asked for: otherwise the holder would stay fenced
+// while its slot stays live, blocking the worker id for everyone.
+func TestRenewAnswerLost(t *testing.T) {
+	t.Run("mariadb", func(t *testing.T) {
+		db := dbtest.MySQL(t)
+		slot := take(t, request(db.DB, dialect.MySQL, "svc"))
+		cfg, err := mysql.ParseDSN(db.DSN)
+		require.NoError(t, err)
+		p := newCutProxy(t, cfg.Addr, func(b []byte) bool {
+			return len(b) > 5 && b[4] == 0x03 && bytes.HasPrefix(b[5:], []byte("COMMIT"))
+		})
+		cfg.Addr, cfg.InterpolateParams = p.ln.Addr().String(), true
+		via, err := sql.Open("mysql", cfg.FormatDSN())
+		require.NoError(t, err)
+		defer via.Close()
+		checkRenewRecovered(t, db.DB, via, dialect.MySQL, slot, p)
+	})
+	t.Run("postgres", func(t *testing.T) {
+		db := dbtest.Postgres(t)
+		slot := take(t, request(db.DB, dialect.Postgres, "svc"))
+		u, err := url.Parse(db.DSN)
+		require.NoError(t, err)
+		p := newCutProxy(t, u.Host, func(b []byte) bool {
+			return len(b) > 5 && b[0] == 'Q' && bytes.HasPrefix(b[5:], []byte("commit"))
+		})
+		u.Host = p.ln.Addr().String()
+		q := u.Query()
+		q.Set("default_query_exec_mode", "simple_protocol")
+		u.RawQuery = q.Encode()
+		via, err := sql.Open("pgx", u.String())
+		require.NoError(t, err)
+		defer via.Close()
+		checkRenewRecovered(t, db.DB, via, dialect.Postgres, slot, p)
+	})
+}
+
+func checkRenewRecovered(t *testing.T, direct, via *sql.DB, d string, slot Slot, p *cutProxy) {
+	t.Helper()
+	p.armed.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	promise := slot.Promise + 1000
+	err := Renew(ctx, holding(via, d, slot), 60_000, promise)
+	require.Equal(t, int32(1), p.cuts.Load(), "the proxy cut one COMMIT")
+	require.NoError(t, err, "the renewal committed, and the read-back saw it")
+	got := slotOf(t, direct, slot.WorkerID)
+	assert.Equal(t, promise, got.promise)
+	assert.Equal(t, slot.Fence, got.fence)
+}

@@ -27,13 +27,22 @@ func (s *session) take(ctx context.Context) (Slot, error) {
 		misses int
 		far    *row // the free slot whose floor is least ahead, if all are far
 		w      = first
+		again  bool // the last claim lost a conflict: read the same slot again
 	)
 	for tries := 0; ; tries++ {
 		if err := ctx.Err(); err != nil {
 			return Slot{}, err
 		}
 		if tries > 0 {
-			if misses < probes {
+			if again {
+				// A conflict is no sign that the slot is taken (under
+				// SERIALIZABLE, claims of different rows can collide on the
+				// layout row they read): try it again, from a new read.
+				var err error
+				if w, err = s.read(ctx, w.workerID, nil); err != nil {
+					return Slot{}, err
+				}
+			} else if misses < probes {
 				v, err := s.counter(ctx)
 				if err != nil {
 					return Slot{}, err
@@ -51,6 +60,7 @@ func (s *session) take(ctx context.Context) (Slot, error) {
 				continue
 			}
 		}
+		conflicts := s.conflicts
 		slot, ok, err := s.try(ctx, w, &far, false)
 		if err != nil {
 			return Slot{}, err
@@ -59,7 +69,9 @@ func (s *session) take(ctx context.Context) (Slot, error) {
 			slot.Clock, slot.Misses = clock, misses
 			return slot, nil
 		}
-		misses++
+		if again = s.conflicts > conflicts; !again {
+			misses++
+		}
 	}
 }
 
