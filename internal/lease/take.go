@@ -203,7 +203,10 @@ func (s *session) settle(ctx context.Context, slot Slot, took bool, err error) (
 		return Slot{}, false, fmt.Errorf("take slot %d: %w (and reading it back failed: %v)", slot.WorkerID, err, rerr)
 	}
 	if fence != slot.Fence || instance.String != s.r.Instance {
-		return Slot{}, false, fmt.Errorf("take slot %d: %w (the slot does not show this take)", slot.WorkerID, err)
+		// The claim did not commit (or another take came after it, before
+		// this one issued anything): a miss. The next read of the slot says
+		// who holds it; an explicit take then finds it held.
+		return Slot{}, false, nil
 	}
 	slot.Recovered = true
 	return slot, true, nil
