@@ -99,7 +99,7 @@ type verdict struct {
 	byLabel                       map[string]int64 // duplicates (not excluded) with a stream of that label
 	exclByLabel                   map[string]int64
 	pairs                         map[string]int64 // duplicates (not excluded) by the labels of their streams
-	groups                        []dupGroup // the first few, for examples
+	groups                        []dupGroup       // the first few, for examples
 }
 
 // check reads every ID file of the round and checks the two properties:
@@ -248,11 +248,15 @@ func (rep *report) add(r *round, v verdict, wall time.Duration) {
 	}
 }
 
-// workerOf is the worker id a generator said it opened with.
+// workerOf is the worker id a generator said it opened with, and the one
+// it last reported if it moved since.
 func workerOf(s *stream) string {
-	ready, _, _, _ := s.gs.snapshot()
-	if ready == nil {
+	ready, _, _, st := s.gs.snapshot()
+	switch {
+	case ready == nil:
 		return "?"
+	case st != nil && st.Worker != ready.Worker:
+		return fmt.Sprintf("%d, later %d", ready.Worker, st.Worker)
 	}
 	return fmt.Sprint(ready.Worker)
 }
