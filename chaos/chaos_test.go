@@ -5,6 +5,7 @@ import (
 	"io"
 	"log"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -21,7 +22,7 @@ func TestMain(m *testing.M) {
 	_ = mysql.SetLogger(log.New(io.Discard, "", 0))
 	code := m.Run()
 	if child.bin != "" {
-		os.RemoveAll(strings.TrimSuffix(child.bin, "/child"))
+		os.RemoveAll(filepath.Dir(child.bin))
 	}
 	os.Exit(code)
 }
@@ -29,12 +30,14 @@ func TestMain(m *testing.M) {
 // Defaults of TestChaos.
 const (
 	// ciRound is the nemesis's time in the one round CI runs per database:
-	// with set-up, the tail of the last faults and the check, about 30 s.
-	ciRound = 15 * time.Second
+	// with set-up, the tail of the last faults and the check, about 25 s.
+	ciRound = 20 * time.Second
 	// longRound is the nemesis's time in each round of a long run.
 	longRound = time.Minute
-	// ciSeed is CI's fixed seed.
-	ciSeed = 1
+	// ciSeed is CI's fixed seed, chosen for its draw: 17 of the menu's 18
+	// kinds on MariaDB and PostgreSQL, a scenario, and the clock-sequence
+	// layout (whose IDs are checked per clock sequence).
+	ciSeed = 10
 )
 
 // envDuration reads a duration setting, or def.
@@ -63,14 +66,18 @@ func selectedBackends() int {
 // TestChaos is the randomized round: a fleet of processes holds leases and
 // issues IDs while the nemesis applies faults from its menu (and now and
 // then a named scenario), then every ID is checked. Without CHAOS_DURATION
-// it runs one short round per database with a fixed seed (CI); with it,
-// rounds of CHAOS_ROUND (default 1m) follow each other, each on a fresh
-// database with the next seed, until the duration (split evenly between
-// the databases) is spent. CHAOS_SEED sets the first seed, CHAOS_PROCS the
-// fleet's size.
+// it runs one short round (20 s of faults) per database with a fixed seed
+// (CI); with it, rounds of CHAOS_ROUND (default 1m) follow each other,
+// each on a fresh database with the next seed, until the duration (split
+// evenly between the databases) is spent. CHAOS_SEED sets the first seed,
+// CHAOS_PROCS the fleet's size.
 func TestChaos(t *testing.T) {
 	total := envDuration(t, "CHAOS_DURATION", 0)
-	roundLen := envDuration(t, "CHAOS_ROUND", map[bool]time.Duration{true: longRound, false: ciRound}[total > 0])
+	def := ciRound
+	if total > 0 {
+		def = longRound
+	}
+	roundLen := envDuration(t, "CHAOS_ROUND", def)
 	seed := envSeed(t, ciSeed)
 	procs := envInt(t, "CHAOS_PROCS", 4)
 	budget := total / time.Duration(selectedBackends())
@@ -91,7 +98,7 @@ func TestChaos(t *testing.T) {
 			t.Logf("all rounds:\n%s", sum)
 		}
 		if sum.dups > 0 || sum.disorder > 0 {
-			t.Errorf("%s: %d duplicate IDs, %d out of order in %d round(s) (seeds from %d; CHAOS_SEED=<seed> CHAOS_DURATION=%v reruns one)",
+			t.Errorf("%s: %d duplicate IDs, %d out of order in %d round(s) (seeds from %d; CHAOS_SEED=<seed> CHAOS_ROUND=%v reruns one)",
 				b.Name, sum.dups, sum.disorder, sum.rounds, seed, roundLen)
 		}
 	})

@@ -238,22 +238,25 @@ func holeDeletedPlain(e *episode) error {
 	return nil
 }
 
-// Hole 2: A, WithWorkerID(w) with a clock 2 s ahead, issues for a second
-// and closes, leaving its last millisecond (2 s ahead) as the slot's floor.
-// B opens WithWorkerID(w) with a lease timeout of 3 s: it claims the slot
-// and waits for its clock to pass the floor; the moment its claim shows in
-// the slot's fence, B's clock steps back 2 s, so the wait ends at the lease
-// timeout. On the code before the fix, B then starts unregistered and
-// issues below the floor, over A's IDs.
+// Hole 2: A, WithWorkerID(w), issues for a second and closes, leaving its
+// last millisecond as the slot's floor. B opens WithWorkerID(w) with a
+// lease timeout of 3 s and a clock 1 s behind: it claims the slot and waits
+// for its clock to pass the floor; the moment its claim shows in the
+// slot's fence, B's clock steps back 3 s more, so the wait ends at the
+// lease timeout. On the code before the fix, B then starts unregistered and
+// issues below the floor, over A's IDs, until its background take has
+// waited for the floor again.
+//
+// The floor is ahead of B's clock because B's clock is behind, not because
+// A's is ahead: once every promise is capped at the database's clock plus
+// the TTL (the fix of hole 1), a holder whose clock runs seconds ahead can
+// no longer promise past it, and the scenario must not depend on one.
 func holeFloorWaitTimeout(e *episode) error {
 	w, err := e.pickWorker()
 	if err != nil {
 		return err
 	}
 	pa, pb := e.spawn(1), e.spawn(1)
-	if !pa.setClock(2*time.Second, 5*time.Second) {
-		return errors.New("A's clock step was not applied")
-	}
 	ga := pa.open(e.spec("h2", w))[0]
 	if _, err := ga.wait(20 * time.Second); err != nil {
 		return fmt.Errorf("A: %w", err)
@@ -267,6 +270,9 @@ func holeFloorWaitTimeout(e *episode) error {
 	if err != nil {
 		return err
 	}
+	if !pb.setClock(-time.Second, 5*time.Second) {
+		return errors.New("B's clock step was not applied")
+	}
 	sb := e.spec("h2", w)
 	sb.Require, sb.LeaseTimeoutMs = false, 3000
 	gb := pb.open(sb)[0]
@@ -276,10 +282,10 @@ func holeFloorWaitTimeout(e *episode) error {
 	}) {
 		return errors.New("B's claim never showed in the slot")
 	}
-	if !pb.setClock(-2*time.Second, 2*time.Second) {
-		return errors.New("B's clock step was not applied")
+	if !pb.setClock(-4*time.Second, 2*time.Second) {
+		return errors.New("B's second clock step was not applied")
 	}
-	stepped := pb.clockAckAt(-2 * time.Second)
+	stepped := pb.clockAckAt(-4 * time.Second)
 	if _, err := gb.wait(20 * time.Second); err != nil {
 		e.r.rep.note("%s: B: %v", e.label, err)
 	}
@@ -294,25 +300,25 @@ func holeFloorWaitTimeout(e *episode) error {
 	return nil
 }
 
-// Hole 3: A, WithWorkerID(w) with a clock 3 s ahead, issues for a second and
-// closes (floor 3 s ahead). B opens WithWorkerID(w) while its proxy is cut:
-// it starts unregistered and issues (documented). 300 ms later the
-// database comes back; B's background registration finds the floor 2.5 s
-// ahead of its clock. On the code before the fix, B keeps issuing until
-// its clock passes the floor, over A's IDs. Duplicates of IDs B issued
-// while the database was unreachable would be the documented exclusion
-// (a fixed id set twice while the database is unreachable for one of
-// them); the schedule makes them impossible (B's clock is 2 s short of A's
-// IDs then), and the checker counts any apart.
+// Hole 3: A, WithWorkerID(w), issues for a second and closes (its last
+// millisecond is the floor). B, whose clock is 3 s behind, opens
+// WithWorkerID(w) while its proxy is cut: it starts unregistered and
+// issues (documented). 300 ms later the database comes back; B's
+// background registration finds the floor 2.7 s ahead of its clock. On the
+// code before the fix, B keeps issuing until its clock passes the floor,
+// over A's IDs. Duplicates of IDs B issued while the database was
+// unreachable would be the documented exclusion (a fixed id set twice
+// while the database is unreachable for one of them); the schedule makes
+// them impossible (B's clock is two seconds short of A's IDs then), and the
+// checker would count any apart. B's clock is behind rather than A's ahead
+// for the reason given at hole 2.
 func holeUnregisteredFloor(e *episode) error {
+	const behind = -3 * time.Second
 	w, err := e.pickWorker()
 	if err != nil {
 		return err
 	}
 	pa, pb := e.spawn(1), e.spawn(1)
-	if !pa.setClock(3*time.Second, 5*time.Second) {
-		return errors.New("A's clock step was not applied")
-	}
 	ga := pa.open(e.spec("h3", w))[0]
 	if _, err := ga.wait(20 * time.Second); err != nil {
 		return fmt.Errorf("A: %w", err)
@@ -325,6 +331,9 @@ func holeUnregisteredFloor(e *episode) error {
 	s, err := readSlot(e.db.DB, e.r.b.Dialect, w)
 	if err != nil {
 		return err
+	}
+	if !pb.setClock(behind, 5*time.Second) {
+		return errors.New("B's clock step was not applied")
 	}
 	px := pb.proxies[0]
 	px.Cut()
@@ -341,7 +350,7 @@ func holeUnregisteredFloor(e *episode) error {
 		return fmt.Errorf("B started %s, not unregistered", b.State)
 	}
 	time.Sleep(300 * time.Millisecond)
-	back := time.Now().UnixMilli() // B's clock has no offset
+	back := time.Now().Add(behind).UnixMilli() // B's clock when the database comes back
 	px.Pass()
 	if s.promise <= back {
 		return fmt.Errorf("A's floor %d was not ahead of B's clock %d when the database came back", s.promise, back)
@@ -355,7 +364,7 @@ func holeUnregisteredFloor(e *episode) error {
 		return false
 	})
 	// Until B's clock is past A's IDs.
-	time.Sleep(time.Until(time.UnixMilli(s.promise)) + observe)
+	time.Sleep(time.Until(time.UnixMilli(s.promise).Add(-behind)) + observe)
 	return nil
 }
 
