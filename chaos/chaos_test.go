@@ -178,6 +178,9 @@ func (rep *report) merge(o *report) {
 			rep.examples = append(rep.examples, e)
 		}
 	}
+	if len(rep.logs) == 0 {
+		rep.logs = o.logs
+	}
 	for _, n := range o.notes {
 		if len(rep.notes) < 40 {
 			rep.notes = append(rep.notes, n)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -36,6 +37,7 @@ type report struct {
 	scenarios  map[string]*scenTally
 	notes      []string
 	examples   []string
+	logs       []string // the child logs of the first duplicate's processes
 }
 
 // tally counts one kind of fault.
@@ -222,6 +224,17 @@ func (rep *report) add(r *round, v verdict, wall time.Duration) {
 			}
 		}
 	}
+	// What the processes of the first duplicate logged, for a start.
+	if len(v.groups) > 0 && len(rep.examples) == 0 {
+		seen := map[string]bool{}
+		for _, s := range v.groups[0].streams {
+			if !seen[s.proc] {
+				seen[s.proc] = true
+				rep.logs = append(rep.logs, fmt.Sprintf("log of %s (its last lines):\n%s", s.proc,
+					logTail(filepath.Join(r.dir, s.proc+".log"), 6)))
+			}
+		}
+	}
 	for _, g := range v.groups {
 		if len(rep.examples) >= 8 {
 			break
@@ -315,6 +328,9 @@ func (rep *report) String() string {
 	}
 	for _, n := range rep.notes {
 		b.WriteString("\n  note: " + n)
+	}
+	for _, l := range rep.logs {
+		b.WriteString("\n  " + strings.ReplaceAll(l, "\n", "\n    "))
 	}
 	return b.String()
 }

@@ -537,13 +537,20 @@ func (r *round) quitAll() {
 	wg.Wait()
 }
 
-// logTail is the end of an incarnation's log, for a failure message.
+// logTail is the last n lines entflake logged in an incarnation's log
+// (the drivers' own complaints about broken connections left out), for a
+// failure's report.
 func logTail(path string, n int) string {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return err.Error()
 	}
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	var lines []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, "entflake:") {
+			lines = append(lines, l)
+		}
+	}
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
@@ -605,7 +612,7 @@ type slotRow struct {
 	instance                       string
 }
 
-func readSlot(db *sql.DB, d string, worker int64) (slotRow, error) {
+func readSlot(db *sql.DB, worker int64) (slotRow, error) {
 	var (
 		s    slotRow
 		inst sql.NullString

@@ -134,12 +134,12 @@ func (e *episode) pickWorker() (int64, error) {
 // afterRenewal waits until the holder of worker w renews (its row's beats
 // move), so that the next step lands right after a renewal.
 func (e *episode) afterRenewal(w int64, d time.Duration) error {
-	s0, err := readSlot(e.db.DB, e.r.b.Dialect, w)
+	s0, err := readSlot(e.db.DB, w)
 	if err != nil {
 		return err
 	}
 	ok := waitFor(d, func() bool {
-		s, err := readSlot(e.db.DB, e.r.b.Dialect, w)
+		s, err := readSlot(e.db.DB, w)
 		return err == nil && s.exists && s.beats != s0.beats
 	})
 	if !ok {
@@ -266,7 +266,7 @@ func holeFloorWaitTimeout(e *episode) error {
 	if !waitFor(10*time.Second, func() bool { _, _, c, _ := ga.snapshot(); return c != nil }) {
 		return errors.New("A did not close")
 	}
-	s0, err := readSlot(e.db.DB, e.r.b.Dialect, w)
+	s0, err := readSlot(e.db.DB, w)
 	if err != nil {
 		return err
 	}
@@ -277,7 +277,7 @@ func holeFloorWaitTimeout(e *episode) error {
 	sb.Require, sb.LeaseTimeoutMs = false, 3000
 	gb := pb.open(sb)[0]
 	if !waitFor(10*time.Second, func() bool {
-		s, err := readSlot(e.db.DB, e.r.b.Dialect, w)
+		s, err := readSlot(e.db.DB, w)
 		return err == nil && s.fence > s0.fence
 	}) {
 		return errors.New("B's claim never showed in the slot")
@@ -328,7 +328,7 @@ func holeUnregisteredFloor(e *episode) error {
 	if !waitFor(10*time.Second, func() bool { _, _, c, _ := ga.snapshot(); return c != nil }) {
 		return errors.New("A did not close")
 	}
-	s, err := readSlot(e.db.DB, e.r.b.Dialect, w)
+	s, err := readSlot(e.db.DB, w)
 	if err != nil {
 		return err
 	}
@@ -397,7 +397,7 @@ func holeOneTag(e *episode) error {
 		if err != nil {
 			return err
 		}
-		s, err := readSlot(e.db.DB, e.r.b.Dialect, w)
+		s, err := readSlot(e.db.DB, w)
 		if err != nil {
 			return err
 		}
