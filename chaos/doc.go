@@ -8,7 +8,7 @@
 //
 // # Running it
 //
-//	CI=true go test -race -count=1 ./chaos                    # what CI runs (about 4 min)
+//	CI=true go test -race -count=1 ./chaos                    # what CI runs (about 3 min)
 //	CI=true go test -count=1 -run TestChaos ./chaos           # the random round only: seed 10, ~25 s per database
 //	CI=true go test -count=1 -run TestScenarios ./chaos       # the five holes' scenarios
 //	CHAOS_DURATION=30m CI=true go test -count=1 -run TestChaos -timeout 0 ./chaos   # a long run
