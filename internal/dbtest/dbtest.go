@@ -16,6 +16,7 @@
 package dbtest
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"database/sql"
@@ -453,18 +454,31 @@ func (d *DB) KillLease(t testing.TB, stmt string) bool {
 // Proxy relays TCP from a loopback port to a database server, and can break
 // the way between them on demand, as a network or a failover would, without
 // touching the server (other packages' tests share it).
+//
+// Besides relaying (Pass), it can swallow everything (Blackhole), close
+// every connection (Cut), and lose answers: a request reaches the server and
+// runs there, but the server's answer never reaches the client, whose
+// connection is then closed, as when the network fails between a write and
+// its acknowledgement (LoseAnswers, LoseAnswerTo). Lost counts the answers
+// lost so far, so that a test can tell that such a fault was applied.
 type Proxy struct {
 	ln     net.Listener
 	target string
-	mode   atomic.Int32 // proxyPass, proxyBlackhole or proxyCut
+	mode   atomic.Int32 // proxyPass, proxyBlackhole, proxyCut or proxyLose
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
+
+	armMu   sync.Mutex
+	pattern []byte // LoseAnswerTo's pattern, nil when disarmed
+	armed   int    // how many more matching requests lose their answers
+	lost    atomic.Int64
 }
 
 const (
 	proxyPass      = iota // relay both ways
 	proxyBlackhole        // accept and read, deliver nothing either way
 	proxyCut              // close every connection, and each new one at once
+	proxyLose             // relay requests, lose every answer (see LoseAnswers)
 )
 
 // NewProxy listens on a free loopback port and relays to target
@@ -499,7 +513,8 @@ func NewProxy(t testing.TB, target string) *Proxy {
 // Addr is the proxy's host:port.
 func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
-// Pass relays again; connections opened from now on work.
+// Pass relays again; connections opened from now on work. It does not
+// disarm LoseAnswerTo.
 func (p *Proxy) Pass() { p.mode.Store(proxyPass) }
 
 // Blackhole swallows everything from now on, on every connection, old and
@@ -511,6 +526,65 @@ func (p *Proxy) Blackhole() { p.mode.Store(proxyBlackhole) }
 func (p *Proxy) Cut() {
 	p.mode.Store(proxyCut)
 	p.closeAll()
+}
+
+// LoseAnswers relays requests to the server from now on, on every
+// connection, old and new, and loses the answers: the first bytes the
+// server sends back on a connection are dropped and the connection is
+// closed. The server has run what it was sent (an autocommit write has
+// committed); the client sees a broken connection and cannot tell whether
+// it did. A new connection loses its server's greeting, so nothing gets
+// through until Pass.
+func (p *Proxy) LoseAnswers() { p.mode.Store(proxyLose) }
+
+// LoseAnswerTo arms the proxy for the next n requests, on any connection,
+// whose bytes contain pattern (matched across the proxy's reads, so a
+// pattern split between two TCP segments is found too): each is relayed to
+// the server, the server's answer to it is dropped, and its connection is
+// closed once that answer arrives. Everything else passes as the mode says.
+// Patterns can only match what the client sends as text: give
+// go-sql-driver/mysql interpolateParams=true and pgx
+// default_query_exec_mode=simple_protocol (TextDSN does both), or a
+// statement's text and its execution travel apart. n <= 0 disarms.
+func (p *Proxy) LoseAnswerTo(pattern string, n int) {
+	p.armMu.Lock()
+	defer p.armMu.Unlock()
+	p.pattern, p.armed = []byte(pattern), n
+	if n <= 0 || pattern == "" {
+		p.pattern, p.armed = nil, 0
+	}
+}
+
+// Armed is how many matching requests LoseAnswerTo still waits for.
+func (p *Proxy) Armed() int {
+	p.armMu.Lock()
+	defer p.armMu.Unlock()
+	return p.armed
+}
+
+// Lost is the number of answers the proxy has lost so far (LoseAnswers and
+// LoseAnswerTo together).
+func (p *Proxy) Lost() int64 { return p.lost.Load() }
+
+// match reports whether a request, with tail (the end of the connection's
+// previous request bytes) before it, contains the armed pattern, and if so
+// uses up one arming. It returns the new tail.
+func (p *Proxy) match(tail, b []byte) (hit bool, newTail []byte) {
+	p.armMu.Lock()
+	defer p.armMu.Unlock()
+	if p.armed <= 0 {
+		return false, tail[:0]
+	}
+	buf := append(tail, b...)
+	if bytes.Contains(buf, p.pattern) {
+		p.armed--
+		if p.armed == 0 {
+			p.pattern = nil
+		}
+		return true, tail[:0]
+	}
+	keep := min(len(buf), len(p.pattern)-1)
+	return false, append(tail[:0], buf[len(buf)-keep:]...)
 }
 
 func (p *Proxy) closeAll() {
@@ -548,23 +622,89 @@ func (p *Proxy) relay(client net.Conn) {
 			p.track(server, false)
 		})
 	}
-	pipe := func(dst, src net.Conn) {
+	// losing: a request of this connection was armed to lose its answer.
+	var losing atomic.Bool
+	go func() { // client to server
 		defer done()
 		buf := make([]byte, 32<<10)
+		var tail []byte
 		for {
-			n, err := src.Read(buf)
-			if n > 0 && p.mode.Load() == proxyPass {
-				if _, werr := dst.Write(buf[:n]); werr != nil {
-					return
+			n, err := client.Read(buf)
+			if n > 0 {
+				switch p.mode.Load() {
+				case proxyPass, proxyLose:
+					var hit bool
+					if hit, tail = p.match(tail, buf[:n]); hit {
+						losing.Store(true)
+					}
+					if _, werr := server.Write(buf[:n]); werr != nil {
+						return
+					}
 				}
 			}
 			if err != nil {
 				return
 			}
 		}
+	}()
+	defer done() // server to client
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := server.Read(buf)
+		if n > 0 {
+			mode := p.mode.Load()
+			switch {
+			case mode == proxyLose || losing.Load():
+				// The answer is dropped and the connection goes, as a
+				// network that fails after the request does.
+				p.lost.Add(1)
+				return
+			case mode == proxyPass:
+				if _, werr := client.Write(buf[:n]); werr != nil {
+					return
+				}
+			}
+		}
+		if err != nil {
+			return
+		}
 	}
-	go pipe(server, client)
-	pipe(client, server)
+}
+
+// TextDSN returns dsn (of driver "mysql" or "pgx") set to send statements
+// as text, with their arguments in them (go-sql-driver/mysql's
+// interpolateParams, pgx's simple protocol), so that a Proxy's
+// LoseAnswerTo can recognise a statement when it is executed. Other
+// drivers' DSNs are returned unchanged.
+func TextDSN(t testing.TB, driver, dsn string) string {
+	t.Helper()
+	switch driver {
+	case "mysql":
+		cfg, err := mysql.ParseDSN(dsn)
+		if err != nil {
+			t.Fatalf("mysql DSN: %v", err)
+		}
+		cfg.InterpolateParams = true
+		return cfg.FormatDSN()
+	case "pgx":
+		u, err := url.Parse(dsn)
+		if err != nil {
+			t.Fatalf("postgres DSN: %v", err)
+		}
+		q := u.Query()
+		q.Set("default_query_exec_mode", "simple_protocol")
+		u.RawQuery = q.Encode()
+		return u.String()
+	}
+	return dsn
+}
+
+// DSNVia returns d's DSN with the server's host:port replaced by addr (a
+// Proxy's address), for a pool of another process.
+func (d *DB) DSNVia(t testing.TB, addr string) string {
+	t.Helper()
+	dsn, _ := d.swapAddr(t, addr)
+	return dsn
 }
 
 // Via returns a pool on d's database that connects through addr (a Proxy's

@@ -1,0 +1,394 @@
+// Command child is a process of the chaos suite (package chaos): a
+// service process that opens entflake generators, through the public API
+// only, when its parent says so, and issues IDs from each until it is told
+// to close it, to quit, or is killed.
+//
+// Every ID is written to the generator's file (wire.IDFile) with one
+// write(2) right after the few NextID calls that issued it, and nothing is
+// kept in a buffer across calls: an ID is "handed out" when it is in the
+// file, and a SIGKILL loses only IDs that were never handed out, as a
+// service killed between NextID and its INSERT loses them. Every NextID
+// error is counted by kind, never fatal: the suite's faults make
+// generators fenced, lost or closed, and that is what they should be.
+//
+// The clock of every generator in the process is the wall clock plus an
+// offset the parent sets (a "clock" command), as NTP or an operator would
+// step a host's clock. The parent builds this program without the race
+// detector; its plan comes in the environment (wire.EnvPlan).
+package main
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	_ "github.com/go-sql-driver/mysql"
+	_ "github.com/jackc/pgx/v5/stdlib"
+	_ "modernc.org/sqlite"
+
+	"github.com/entflake/entflake"
+	"github.com/entflake/entflake/chaos/internal/wire"
+)
+
+func main() {
+	var plan wire.Plan
+	if err := json.Unmarshal([]byte(os.Getenv(wire.EnvPlan)), &plan); err != nil {
+		fmt.Fprintln(os.Stderr, "chaos child: plan:", err)
+		os.Exit(2)
+	}
+	c := &child{plan: plan, gens: map[int]*gen{},
+		log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))}
+	c.emit(wire.Event{Ev: "hello", Pid: os.Getpid()})
+	go c.report()
+	in := bufio.NewScanner(os.Stdin)
+	in.Buffer(make([]byte, 1<<20), 1<<20)
+	for in.Scan() {
+		var cmd wire.Command
+		if err := json.Unmarshal(in.Bytes(), &cmd); err != nil {
+			fmt.Fprintln(os.Stderr, "chaos child: command:", err)
+			continue
+		}
+		switch cmd.Cmd {
+		case "open":
+			go c.open(cmd.Gens)
+		case "close":
+			go c.close(cmd.Gen)
+		case "clock":
+			c.clock.off.Store(cmd.Offset)
+			c.emit(wire.Event{Ev: "clock", Offset: cmd.Offset})
+		case "quit":
+			c.quit()
+			return
+		}
+	}
+	// The parent is gone (its end of the pipe closed): do not outlive it.
+	c.quit()
+}
+
+// offsetClock is the wall clock plus an offset the parent sets.
+type offsetClock struct{ off atomic.Int64 }
+
+func (c *offsetClock) Now() time.Time        { return time.Now().Add(time.Duration(c.off.Load())) }
+func (c *offsetClock) Sleep(d time.Duration) { time.Sleep(d) }
+
+type child struct {
+	plan  wire.Plan
+	log   *slog.Logger
+	clock offsetClock
+
+	outMu sync.Mutex
+
+	mu   sync.Mutex
+	gens map[int]*gen
+}
+
+// emit writes one event line; a single write, so lines never interleave.
+func (c *child) emit(e wire.Event) {
+	b, err := json.Marshal(e)
+	if err != nil {
+		panic(err)
+	}
+	c.outMu.Lock()
+	defer c.outMu.Unlock()
+	_, _ = os.Stdout.Write(append(b, '\n'))
+}
+
+// gen is one open generator and its issuer.
+type gen struct {
+	spec    wire.GenSpec
+	g       *entflake.Generator
+	db      *sql.DB
+	f       *os.File
+	written atomic.Int64
+	errs    map[string]*atomic.Int64
+	closing atomic.Bool
+	done    chan struct{} // the issuer has ended
+	closed  chan struct{} // Close has returned and the files are shut
+}
+
+func (c *child) options(s wire.GenSpec) []entflake.Option {
+	opts := []entflake.Option{
+		entflake.WithService(s.Service), entflake.WithClock(&c.clock),
+		entflake.WithLogger(c.log.With("gen", s.ID, "service", s.Service)),
+		entflake.WithHeartbeat(entflake.Heartbeat{
+			Interval: time.Duration(s.IntervalMs) * time.Millisecond, Retry: time.Duration(s.RetryMs) * time.Millisecond,
+			Timeout: time.Duration(s.TimeoutMs) * time.Millisecond, Margin: time.Duration(s.MarginMs) * time.Millisecond,
+			TTL: time.Duration(s.TTLMs) * time.Millisecond,
+		}),
+	}
+	if s.Worker >= 0 {
+		opts = append(opts, entflake.WithWorkerID(s.Worker))
+	}
+	if s.WorkerBits > 0 {
+		opts = append(opts, entflake.WithLayout(entflake.Layout{
+			ClockSeqBits: s.ClockSeqBits, WorkerBits: s.WorkerBits, SequenceBits: s.SequenceBits}))
+	}
+	if s.EpochMs != 0 {
+		opts = append(opts, entflake.WithEpoch(time.UnixMilli(s.EpochMs)))
+	}
+	switch s.Policy {
+	case "wait":
+		opts = append(opts, entflake.WithRollbackPolicy(entflake.WaitRollback(5*time.Millisecond)))
+	case "reject":
+		opts = append(opts, entflake.WithRollbackPolicy(entflake.RejectRollback()))
+	case "bump":
+		opts = append(opts, entflake.WithRollbackPolicy(entflake.BumpClockSequence()))
+	}
+	if s.LeaseTimeoutMs > 0 {
+		opts = append(opts, entflake.WithLeaseTimeout(time.Duration(s.LeaseTimeoutMs)*time.Millisecond))
+	}
+	if s.Require {
+		opts = append(opts, entflake.WithRequireLease())
+	}
+	if s.BurstMs > 0 {
+		opts = append(opts, entflake.WithBurst(time.Duration(s.BurstMs)*time.Millisecond))
+	}
+	return opts
+}
+
+// open opens the generators of specs at the same moment: each gets its
+// pool ready, then all call OpenDB once the last is ready.
+func (c *child) open(specs []wire.GenSpec) {
+	var ready, all sync.WaitGroup
+	// The barrier spins rather than parks: waking parked goroutines took 1
+	// to 3 ms on a loaded two-core machine, enough to put two opens "at
+	// once" into different milliseconds.
+	var start atomic.Bool
+	for _, s := range specs {
+		ready.Add(1)
+		all.Go(func() {
+			db, err := sql.Open(c.plan.Driver, c.plan.DSNs[s.DSN])
+			if err != nil {
+				ready.Done()
+				c.emit(wire.Event{Ev: "openerr", Gen: s.ID, Kind: "pool", Err: err.Error()})
+				return
+			}
+			// A few connections per generator: the servers' limits are
+			// shared with every other test on the machine.
+			db.SetMaxOpenConns(3)
+			db.SetMaxIdleConns(1)
+			opts := c.options(s)
+			ready.Done()
+			for !start.Load() {
+				runtime.Gosched()
+			}
+			// Said from another goroutine: generators told to open at once
+			// call OpenDB within microseconds of each other, not a write(2)
+			// apart.
+			go c.emit(wire.Event{Ev: "opening", Gen: s.ID, At: time.Now().UnixNano()})
+			g, err := entflake.OpenDB(context.Background(), db, c.plan.Dialect, opts...)
+			if err != nil {
+				db.Close()
+				c.emit(wire.Event{Ev: "openerr", Gen: s.ID, Kind: openKind(err), Err: err.Error()})
+				return
+			}
+			c.start(s, g, db)
+		})
+	}
+	ready.Wait()
+	if len(specs) > 1 {
+		// A collection now rather than one that starts, and slows one of
+		// the opens down, between the barrier and OpenDB.
+		runtime.GC()
+	}
+	start.Store(true)
+	all.Wait()
+}
+
+// openKind names an error of OpenDB.
+func openKind(err error) string {
+	switch {
+	case errors.Is(err, entflake.ErrWorkerHeld):
+		return "held"
+	case errors.Is(err, entflake.ErrLayoutMismatch):
+		return "layout"
+	case errors.Is(err, entflake.ErrAllWorkersHeld):
+		return "allheld"
+	case errors.Is(err, entflake.ErrNoLease):
+		return "nolease"
+	case errors.Is(err, entflake.ErrClockSkew):
+		return "skew"
+	}
+	return "other"
+}
+
+// errKind names an error of NextID (wire.ErrorKinds).
+func errKind(err error) string {
+	switch {
+	case errors.Is(err, entflake.ErrLeaseLost):
+		return "lost"
+	case errors.Is(err, entflake.ErrFenced):
+		return "fenced"
+	case errors.Is(err, entflake.ErrClosed):
+		return "closed"
+	case errors.Is(err, entflake.ErrClockBackwards):
+		return "backwards"
+	case errors.Is(err, entflake.ErrClockSequenceExhausted):
+		return "exhausted"
+	}
+	return "other"
+}
+
+func (c *child) start(s wire.GenSpec, g *entflake.Generator, db *sql.DB) {
+	f, err := os.OpenFile(wire.IDFile(c.plan.Dir, c.plan.Name, s.ID), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "chaos child:", err)
+		os.Exit(2)
+	}
+	x := &gen{spec: s, g: g, db: db, f: f, errs: map[string]*atomic.Int64{}, done: make(chan struct{}),
+		closed: make(chan struct{})}
+	for _, k := range wire.ErrorKinds {
+		x.errs[k] = new(atomic.Int64)
+	}
+	l := g.Lease()
+	c.mu.Lock()
+	c.gens[s.ID] = x
+	c.mu.Unlock()
+	c.emit(wire.Event{Ev: "ready", Gen: s.ID, Worker: g.WorkerID(), Source: l.Source.String(), State: l.State.String(),
+		Instance: g.Instance()})
+	go x.issue()
+}
+
+// issue takes IDs until the generator is closed: a few at a time (1 to 4,
+// and now and then a burst of up to 512, some through NextIDs), written at
+// once, then a pause of a millisecond. Nearly every millisecond of a live
+// generator then holds its sequence 0, so two generators that share a
+// worker id collide in nearly every millisecond they share.
+func (x *gen) issue() {
+	defer close(x.done)
+	rng := rand.New(rand.NewPCG(x.spec.Seed, uint64(x.spec.ID)))
+	ids := make([]int64, 512)
+	buf := make([]byte, 0, 8*len(ids))
+	for {
+		n := 1 + rng.IntN(4)
+		if rng.IntN(200) == 0 {
+			n = 64 + rng.IntN(449)
+		}
+		buf = buf[:0]
+		stop := false
+		if n > 16 && rng.IntN(2) == 0 {
+			clear(ids[:n])
+			err := x.g.NextIDs(ids[:n])
+			for _, id := range ids[:n] {
+				if id == 0 {
+					break
+				}
+				buf = binary.LittleEndian.AppendUint64(buf, uint64(id))
+			}
+			if err != nil {
+				stop = x.failed(err)
+			}
+		} else {
+			for range n {
+				id, err := x.g.NextID()
+				if err != nil {
+					stop = x.failed(err)
+					break
+				}
+				buf = binary.LittleEndian.AppendUint64(buf, uint64(id))
+			}
+		}
+		if len(buf) > 0 {
+			if _, err := x.f.Write(buf); err != nil {
+				fmt.Fprintln(os.Stderr, "chaos child: write IDs:", err)
+				os.Exit(2)
+			}
+			x.written.Add(int64(len(buf) / 8))
+		}
+		if stop {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// failed counts an error; it reports whether the generator is closed.
+func (x *gen) failed(err error) bool {
+	k := errKind(err)
+	x.errs[k].Add(1)
+	return k == "closed"
+}
+
+func (x *gen) stats() *wire.Stats {
+	st := x.g.Stats()
+	s := &wire.Stats{Written: x.written.Load(), Errors: map[string]int64{},
+		Renewals: st.Renewals, RenewalFailures: st.RenewalFailures, Fencings: st.Fencings, Switches: st.Switches,
+		State: st.LeaseState.String(), Worker: st.WorkerID, Closed: x.closing.Load()}
+	for k, v := range x.errs {
+		if n := v.Load(); n > 0 {
+			s.Errors[k] = n
+		}
+	}
+	return s
+}
+
+// close closes a generator while its issuer runs (Close races NextID and
+// the lease's background work), waits for the issuer, and reports.
+func (c *child) close(id int) {
+	c.mu.Lock()
+	x := c.gens[id]
+	c.mu.Unlock()
+	if x == nil {
+		return
+	}
+	if !x.closing.CompareAndSwap(false, true) {
+		<-x.closed // another close (a command, or quit) is at it
+		return
+	}
+	err := x.g.Close()
+	<-x.done
+	x.f.Close()
+	x.db.Close()
+	close(x.closed)
+	e := wire.Event{Ev: "closed", Gen: id, Stats: x.stats()}
+	if err != nil {
+		e.Err = err.Error()
+	}
+	c.emit(e)
+}
+
+// report sends every open generator's stats four times a second, so that a
+// killed incarnation's counts are known up to its last quarter second.
+func (c *child) report() {
+	for range time.Tick(250 * time.Millisecond) {
+		c.mu.Lock()
+		xs := make([]*gen, 0, len(c.gens))
+		for _, x := range c.gens {
+			if !x.closing.Load() {
+				xs = append(xs, x)
+			}
+		}
+		c.mu.Unlock()
+		for _, x := range xs {
+			c.emit(wire.Event{Ev: "stats", Gen: x.spec.ID, Stats: x.stats()})
+		}
+	}
+}
+
+// quit closes every generator, at once, and exits.
+func (c *child) quit() {
+	c.mu.Lock()
+	ids := make([]int, 0, len(c.gens))
+	for id := range c.gens {
+		ids = append(ids, id)
+	}
+	c.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, id := range ids {
+		wg.Go(func() { c.close(id) })
+	}
+	wg.Wait()
+	c.emit(wire.Event{Ev: "bye"})
+	os.Exit(0)
+}

@@ -1,0 +1,134 @@
+// Package wire is what the chaos suite's parent and its child processes
+// say to each other: a child's plan, the generators it is told to open,
+// the commands it reads on standard input and the events it writes on
+// standard output, one JSON object a line each way.
+package wire
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// EnvPlan is the environment variable that carries a child's Plan.
+const EnvPlan = "CHAOS_CHILD_PLAN"
+
+// Plan is what a child process is: one incarnation of a simulated service
+// process. A process killed and restarted is a new incarnation with a new
+// Name and the same everything else.
+type Plan struct {
+	// Name prefixes the child's ID files, e.g. "p3.2" (process 3,
+	// incarnation 2).
+	Name string
+	// Driver is the database/sql driver ("mysql", "pgx" or "sqlite") and
+	// Dialect ent's dialect name.
+	Driver, Dialect string
+	// DSNs are the databases a generator may lease from (GenSpec.DSN picks
+	// one): usually one, through the child's own proxy; a process that
+	// opens generators on several databases (two ent clients) has several.
+	DSNs []string
+	// Dir is where the ID files go.
+	Dir string
+}
+
+// GenSpec is a generator to open: the options of entflake.OpenDB.
+type GenSpec struct {
+	// ID names the generator within the incarnation (its ID file).
+	ID int
+	// DSN indexes Plan.DSNs. Every generator gets a pool of its own, as an
+	// ent client has.
+	DSN int
+	// Service is WithService.
+	Service string
+	// Worker is WithWorkerID, or -1 to lease.
+	Worker int64
+	// ClockSeqBits, WorkerBits and SequenceBits are WithLayout (all 0: the
+	// default layout).
+	ClockSeqBits, WorkerBits, SequenceBits int
+	// EpochMs is WithEpoch in Unix milliseconds (0: the default epoch).
+	EpochMs int64
+	// Policy is the rollback policy: "clamp" (default), "wait", "reject"
+	// or "bump".
+	Policy string
+	// Heartbeat, in milliseconds.
+	IntervalMs, RetryMs, TimeoutMs, MarginMs, TTLMs int64
+	// LeaseTimeoutMs is WithLeaseTimeout (0: the default).
+	LeaseTimeoutMs int64
+	// Require is WithRequireLease.
+	Require bool
+	// BurstMs is WithBurst (0: off).
+	BurstMs int64
+	// Seed drives the generator's issuing pattern (batch sizes).
+	Seed uint64
+}
+
+// Command is a line the parent writes to a child.
+type Command struct {
+	// Cmd is "open" (Gens, opened at the same moment from a barrier),
+	// "close" (Gen), "clock" (Offset) or "quit" (close everything, report,
+	// exit).
+	Cmd    string
+	Gens   []GenSpec `json:",omitempty"`
+	Gen    int       `json:",omitempty"`
+	Offset int64     `json:",omitempty"` // nanoseconds added to the wall clock
+}
+
+// Event is a line a child writes to the parent.
+type Event struct {
+	// Ev is "hello" (Pid), "opening" (Gen, At: just before OpenDB),
+	// "ready" (Gen, Worker, Source, State, Instance), "openerr" (Gen,
+	// Kind, Err), "closed" (Gen, Err), "stats" (Gen, Stats), "clock"
+	// (Offset, applied) or "bye".
+	Ev       string
+	Gen      int    `json:",omitempty"`
+	At       int64  `json:",omitempty"` // Unix ns, the real clock
+	Pid      int    `json:",omitempty"`
+	Worker   int64  `json:",omitempty"`
+	Source   string `json:",omitempty"`
+	State    string `json:",omitempty"`
+	Instance string `json:",omitempty"`
+	Kind     string `json:",omitempty"`
+	Err      string `json:",omitempty"`
+	Offset   int64  `json:",omitempty"`
+	Stats    *Stats `json:",omitempty"`
+}
+
+// Stats is what a child knows of one generator.
+type Stats struct {
+	// Written is the number of IDs written to the generator's file.
+	Written int64
+	// Errors counts NextID errors by kind (see ErrorKinds).
+	Errors map[string]int64
+	// From entflake's Stats.
+	Renewals, RenewalFailures, Fencings, Switches int64
+	State                                         string
+	Worker                                        int64
+	Closed                                        bool
+}
+
+// ErrorKinds are the kinds of NextID errors a child tells apart: "lost"
+// (ErrFenced with ErrLeaseLost), "fenced" (other ErrFenced), "closed",
+// "backwards", "exhausted" and "other".
+var ErrorKinds = []string{"lost", "fenced", "closed", "backwards", "exhausted", "other"}
+
+// IDFile is the file of generator gen of the incarnation name.
+func IDFile(dir, name string, gen int) string {
+	return filepath.Join(dir, fmt.Sprintf("%s-g%d.ids", name, gen))
+}
+
+// ReadIDs reads an ID file: little-endian int64s, in the order issued. A
+// trailing partial ID (a write cut by SIGKILL mid-way, which a single
+// write(2) of a few hundred bytes to a regular file does not do in
+// practice) is dropped and reported.
+func ReadIDs(path string) (ids []int64, partial bool, err error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, false, err
+	}
+	ids = make([]int64, len(b)/8)
+	for i := range ids {
+		ids[i] = int64(binary.LittleEndian.Uint64(b[8*i:]))
+	}
+	return ids, len(b)%8 != 0, nil
+}
