@@ -250,16 +250,25 @@ func Take(ctx context.Context, r Request) (Slot, error) {
 	if err := r.validate(); err != nil {
 		return Slot{}, err
 	}
-	s, err := open(ctx, &r)
-	if err != nil {
-		return Slot{}, fmt.Errorf("lease from %s (%s): %w", schema.SlotTableName, r.Dialect, err)
+	var (
+		s       *session
+		slot    Slot
+		created []string
+		err     error
+	)
+	for retakes := 0; ; retakes++ {
+		if s, err = open(ctx, &r); err != nil {
+			return Slot{}, fmt.Errorf("lease from %s (%s): %w", schema.SlotTableName, r.Dialect, err)
+		}
+		created, err = s.withTables(ctx, func() (err error) {
+			slot, err = s.take(ctx)
+			return err
+		})
+		s.close(ctx)
+		if !errors.Is(err, errRetake) || retakes >= 3 || ctx.Err() != nil {
+			break
+		}
 	}
-	defer s.close(ctx)
-	var slot Slot
-	created, err := s.withTables(ctx, func() (err error) {
-		slot, err = s.take(ctx)
-		return err
-	})
 	if err != nil {
 		if !retryable(err) {
 			// The deadline may have passed in the try after a conflict.

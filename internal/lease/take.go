@@ -204,13 +204,18 @@ func (s *session) settle(ctx context.Context, slot Slot, took bool, err error) (
 	}
 	if fence != slot.Fence || instance.String != s.r.Instance {
 		// The claim did not commit (or another take came after it, before
-		// this one issued anything): a miss. The next read of the slot says
-		// who holds it; an explicit take then finds it held.
-		return Slot{}, false, nil
+		// this one issued anything). The session's connection is broken:
+		// the take starts again on another (Take), and its next read says
+		// who holds the slot; an explicit take then finds it held.
+		return Slot{}, false, fmt.Errorf("take slot %d: %w (%v)", slot.WorkerID, errRetake, err)
 	}
 	slot.Recovered = true
 	return slot, true, nil
 }
+
+// errRetake: a claim's answer was lost and the slot, read back, does not
+// show it: the take starts again, on a new connection.
+var errRetake = errors.New("the claim's answer was lost and the slot does not show it")
 
 // waitReserve is what a take keeps of its deadline, beyond a wait for the
 // clock to pass a floor, for the statements that follow the claim and the
