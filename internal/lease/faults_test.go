@@ -182,6 +182,15 @@ func checkRecovered(t *testing.T, direct, via *sql.DB, d string, p *cutProxy) {
 	l, err := Take(ctx, request(via, d, "svc"))
 	require.Equal(t, int32(1), p.cuts.Load(), "the proxy cut one claim")
 	require.NoError(t, err)
+	if d == dialect.MySQL && dbtest.TiDB(t) && !l.Recovered {
+		// On TiDB every claim runs inside the locked take's transaction
+		// (its shared locks do not work): a claim whose answer is lost
+		// there was rolled back with the connection, and the take started
+		// again on another, at the counter's next value.
+		assert.Equal(t, before+2, l.WorkerID)
+		assert.Equal(t, int64(0), slotOf(t, direct, before+1).fence, "the claim cut off was not committed")
+		return
+	}
 	assert.True(t, l.Recovered)
 	assert.Equal(t, before+1, l.WorkerID)
 	var fence int64

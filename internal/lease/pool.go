@@ -150,10 +150,16 @@ func (s *session) lockedTake(ctx context.Context, workerID int64, decide func(ro
 		slot, took, e = s.lockedOnce(ctx, workerID, decide)
 		return e
 	})
-	if errors.Is(err, errCommitLost) && took {
+	switch {
+	case errors.Is(err, errCommitLost) && took:
 		// The claim was inside a transaction whose COMMIT's answer was
 		// lost: read the slot back, as for a claim that ran alone.
 		return s.settle(ctx, slot, true, err)
+	case err != nil && !answered(err) && ctx.Err() == nil && !errIsAny(err, errCommitLost, ErrFloorAhead, ErrHeld, ErrLayout):
+		// A statement before the COMMIT went unanswered (the connection
+		// broke): the server rolls the transaction back, nothing of it was
+		// committed, and the take starts again on another connection.
+		return Slot{}, false, fmt.Errorf("%w (the locked take's connection broke: %v)", errRetake, err)
 	}
 	return slot, took, err
 }
