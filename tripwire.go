@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"entgo.io/ent/dialect"
 	entsql "entgo.io/ent/dialect/sql"
 
+	"github.com/entflake/entflake/internal/dberr"
 	"github.com/entflake/entflake/internal/lease"
 	"github.com/entflake/entflake/internal/snowflake"
 )
@@ -136,7 +136,7 @@ func (g *Generator) InsertFailed(ctx context.Context, err error, in Insert) erro
 	if err == nil || len(in.IDs) == 0 || errors.Is(err, ErrWorkerCollision) {
 		return err
 	}
-	e, ok := readDBError(err)
+	e, ok := dberr.Read(err)
 	if !ok {
 		return err
 	}
@@ -268,13 +268,13 @@ func (g *Generator) logCollision(ctx context.Context, w int64, in Insert, ours [
 
 // primaryKeyDuplicate reports whether e is a duplicate on the primary key
 // of in.Table, and the duplicate id when the error names it.
-func (g *Generator) primaryKeyDuplicate(ctx context.Context, e dbError, in Insert) (id int64, named, ok bool) {
+func (g *Generator) primaryKeyDuplicate(ctx context.Context, e dberr.Error, in Insert) (id int64, named, ok bool) {
 	switch {
-	case e.mysql == 1062:
+	case e.MySQL == 1062:
 		// "Duplicate entry '42' for key 'PRIMARY'": the entry, then the key
 		// (quoted the same way in every language of the server's messages).
 		// MySQL 8 and TiDB qualify the key with the table: 'widgets.PRIMARY'.
-		entry, key, found := mysqlDuplicate(e.message)
+		entry, key, found := mysqlDuplicate(e.Message)
 		if !found || (key != "PRIMARY" && key != in.Table+".PRIMARY") {
 			return 0, false, false
 		}
@@ -283,14 +283,14 @@ func (g *Generator) primaryKeyDuplicate(ctx context.Context, e dbError, in Inser
 			return 0, false, false
 		}
 		return id, true, slices.Contains(in.IDs, id)
-	case e.pg == "23505":
-		if e.table != in.Table || e.constraint == "" {
+	case e.PG == "23505":
+		if e.Table != in.Table || e.Constraint == "" {
 			return 0, false, false
 		}
-		pk, err := g.primaryKey(ctx, in.Catalog, e.schema, e.table, e.constraint)
+		pk, err := g.primaryKey(ctx, in.Catalog, e.Schema, e.Table, e.Constraint)
 		if err != nil {
 			g.tw.log.LogAttrs(ctx, slog.LevelWarn, "entflake: tripwire: cannot tell whether a unique violation is on the primary key",
-				slog.String("table", e.table), slog.String("constraint", e.constraint), slog.String("error", err.Error()))
+				slog.String("table", e.Table), slog.String("constraint", e.Constraint), slog.String("error", err.Error()))
 			return 0, false, false
 		}
 		if !pk {
@@ -299,15 +299,15 @@ func (g *Generator) primaryKeyDuplicate(ctx context.Context, e dbError, in Inser
 		// "Key (id)=(42) already exists.": the part in parentheses is not
 		// translated. PostgreSQL leaves the values out for a user who may
 		// not read them; the statement's ids stand in for it then.
-		if id, ok := pgDuplicate(e.detail); ok && slices.Contains(in.IDs, id) {
+		if id, ok := pgDuplicate(e.Detail); ok && slices.Contains(in.IDs, id) {
 			return id, true, true
 		}
 		return 0, false, true
-	case e.sqlite == 1555:
+	case e.SQLite == 1555:
 		// SQLITE_CONSTRAINT_PRIMARYKEY: "UNIQUE constraint failed:
 		// widgets.id". A trigger's INSERT into another table names that
 		// table.
-		return 0, false, strings.Contains(e.text, " "+in.Table+"."+in.Column)
+		return 0, false, strings.Contains(e.Text, " "+in.Table+"."+in.Column)
 	}
 	return 0, false, false
 }
@@ -381,72 +381,6 @@ func pgDuplicate(detail string) (int64, bool) {
 	}
 	id, err := strconv.ParseInt(value, 10, 64)
 	return id, err == nil
-}
-
-// dbError is what the tripwire reads of a database's error.
-type dbError struct {
-	mysql   uint16 // MySQL/MariaDB/TiDB error number
-	message string // its message, without the number
-
-	pg                                string // PostgreSQL SQLSTATE
-	schema, table, constraint, detail string
-
-	sqlite int // SQLite extended result code
-
-	text string
-}
-
-// readDBError finds the database's own error in err's chain, reading the
-// fields that go-sql-driver/mysql's *MySQLError, pgx's *pgconn.PgError and
-// modernc.org/sqlite's *Error have had for years, by reflection (see
-// internal/lease/dberr.go, which does the same for the lease).
-func readDBError(err error) (dbError, bool) {
-	for _, x := range errorChain(err) {
-		if c, ok := x.(interface{ Code() int }); ok && strings.Contains(reflect.TypeOf(x).String(), "sqlite") {
-			return dbError{sqlite: c.Code(), text: x.Error()}, true
-		}
-		v := reflect.ValueOf(x)
-		if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
-			continue
-		}
-		s := v.Elem()
-		str := func(name string) string {
-			if f := s.FieldByName(name); f.IsValid() && f.Kind() == reflect.String {
-				return f.String()
-			}
-			return ""
-		}
-		if f := s.FieldByName("Number"); f.IsValid() && f.Kind() == reflect.Uint16 {
-			return dbError{mysql: uint16(f.Uint()), message: str("Message"), text: x.Error()}, true
-		}
-		if f, sev := s.FieldByName("Code"), s.FieldByName("Severity"); f.IsValid() && f.Kind() == reflect.String && sev.IsValid() {
-			return dbError{pg: f.String(), schema: str("SchemaName"), table: str("TableName"),
-				constraint: str("ConstraintName"), detail: str("Detail"), text: x.Error()}, true
-		}
-	}
-	return dbError{}, false
-}
-
-// errorChain lists err and everything it wraps, depth first.
-func errorChain(err error) []error {
-	var out []error
-	var walk func(error)
-	walk = func(e error) {
-		if e == nil {
-			return
-		}
-		out = append(out, e)
-		switch u := e.(type) {
-		case interface{ Unwrap() error }:
-			walk(u.Unwrap())
-		case interface{ Unwrap() []error }:
-			for _, x := range u.Unwrap() {
-				walk(x)
-			}
-		}
-	}
-	walk(err)
-	return out
 }
 
 // keeperTrip is the keeper's side of the tripwire. InsertFailed wakes the
