@@ -38,8 +38,11 @@ type Heartbeat struct {
 	// (DefaultRenewTimeout).
 	Timeout time.Duration
 	// Margin is how long before its slot can expire a holder stops issuing,
-	// for lack of an acknowledged renewal (DefaultLeaseMargin). It also
-	// absorbs a difference between the holder's clock and the database's.
+	// for lack of an acknowledged renewal (DefaultLeaseMargin). It is also
+	// how far the holder's clock may run ahead of the database's: the
+	// database acknowledges no promise past its own clock + TTL, so a
+	// holder further ahead keeps its slot but gets no new promise, and is
+	// fenced once its clock passes the last one (logged at ERROR).
 	Margin time.Duration
 	// TTL is how long a slot stays live after its last renewal, on the
 	// database's clock (DefaultLeaseTTL).
