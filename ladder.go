@@ -50,18 +50,24 @@ func Open(ctx context.Context, drv dialect.Driver, opts ...Option) (*Generator, 
 //     (ErrWorkerHeld), except one of the same service and pod (POD_NAME set
 //     and equal), a crash-restarted StatefulSet pod, which is taken over
 //     above its promise. A promise further ahead of the clock than the
-//     lease timeout (a crashed holder promised up to TTL - Margin, 80 s by
-//     default, ahead) starts the generator fenced: NextID returns
-//     ErrFenced until the clock nears it and the background take
-//     registers the id. If the database cannot be reached, the id is used
-//     unregistered (a WARN) and registration is retried in the background;
-//     should it then find the id held by another live instance, the
-//     generator stops (ErrFenced) and logs at ERROR.
+//     lease timeout can wait for (a crashed holder promised up to TTL -
+//     Margin, 80 s by default, ahead; or the clock went back during the
+//     wait) starts the generator fenced: NextID returns ErrFenced until the
+//     clock nears it and the background take registers the id. If the
+//     database cannot be reached, the id is used unregistered (a WARN) and
+//     registration is retried in the background; should it then find the
+//     id held by another live instance, or a floor above what it issued,
+//     the generator stops (ErrFenced) and logs at ERROR, with the range of
+//     IDs that may have repeated another's.
 //  2. lease: a free slot of the slot table in db (or in WithLeaseDB's
 //     database), held by a live lease that a background heartbeat renews
 //     (see Heartbeat). No other live instance that leases from the same
 //     tables holds the same worker id. The tables are created if they are
-//     missing. The lease gives up after WithLeaseTimeout.
+//     missing. The lease gives up after WithLeaseTimeout. When every free
+//     slot's floor is further ahead than that (slot rows found deleted are
+//     made again a TTL ahead, above what their lost holders may issue), the
+//     generator starts fenced and leases in the background, rather than
+//     fall back to a hash that could repeat their IDs.
 //  3. fallback: a hash of the service name, host and process id, modulo the
 //     worker range, when there is no database or the lease failed. With a
 //     database, the generator keeps trying to lease in the background and
