@@ -215,6 +215,15 @@ func (k *keeper) acquire(ctx context.Context) time.Duration {
 		if errors.As(err, &fe) && k.req.Explicit {
 			k.floorAhead(ctx, fe)
 		}
+		if errors.Is(err, lease.ErrLayout) && k.req.Explicit && !k.held {
+			// A fixed id issuing unregistered in another layout or epoch
+			// than the pool's: its IDs can be the pool's numbers. Stop, and
+			// say so once.
+			k.g.g.Stop(fmt.Errorf("entflake: NextID: %w: %w", ErrFenced, err))
+			k.g.stats.fencings.Add(1)
+			k.g.update(func(s *LeaseStatus) { s.State = LeaseFenced })
+			k.held, level = true, slog.LevelError
+		}
 		if errors.Is(err, lease.ErrHeld) {
 			// A fixed id that another live instance holds: this generator
 			// may have issued under it already. Stop, whatever failed

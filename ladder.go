@@ -334,6 +334,13 @@ func (c *config) openExplicit(ctx context.Context, db *sql.DB, dialectName strin
 	if c.requireLease {
 		return nil, fmt.Errorf("%w: register worker id %d: %w", ErrNoLease, id, err)
 	}
+	if errors.Is(err, lease.ErrUndecided) {
+		// The database answered, but the take did not settle: the id may be
+		// held, or have a floor ahead. Unlike an unreachable database, this
+		// is no reason to issue unregistered: start fenced, and register in
+		// the background.
+		return c.startFenced(ctx, k, &lease.FloorError{WorkerID: id}, err)
+	}
 	var fe *lease.FloorError
 	if errors.As(err, &fe) {
 		// The database answered: the worker id's previous holder (the same
@@ -377,10 +384,15 @@ func (c *config) startFenced(ctx context.Context, k *keeper, fe *lease.FloorErro
 	if !k.req.Explicit {
 		msg = "entflake: every free worker id waits for its floor"
 	}
-	c.logger.LogAttrs(ctx, slog.LevelWarn, msg,
-		slog.String("service", c.service), slog.Int64("worker_id", fe.WorkerID), slog.String("source", k.source.String()),
-		slog.Time("floor", time.UnixMilli(fe.Floor)), slog.String("reason", reason.Error()),
-		slog.String("effect", "NextID fails with ErrFenced until the clock nears the floor and a background take succeeds"))
+	attrs := []slog.Attr{slog.String("service", c.service), slog.Int64("worker_id", fe.WorkerID),
+		slog.String("source", k.source.String()), slog.String("reason", reason.Error()),
+		slog.String("effect", "NextID fails with ErrFenced until the clock nears the floor and a background take succeeds")}
+	if fe.Floor > 0 {
+		attrs = append(attrs, slog.Time("floor", time.UnixMilli(fe.Floor)))
+	} else {
+		msg = "entflake: fixed worker id fenced until registered"
+	}
+	c.logger.LogAttrs(ctx, slog.LevelWarn, msg, attrs...)
 	k.start()
 	return g, nil
 }

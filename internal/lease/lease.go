@@ -160,6 +160,13 @@ var (
 	// ErrNoPoolRow: the counter row was still missing after the lease put
 	// it back (something deletes it as fast as it is written).
 	ErrNoPoolRow = errors.New("pool row missing after re-seeding")
+	// ErrUndecided: the take read its slot (the database answered), and
+	// then failed for another reason than the errors above (a deadline in
+	// a lock queue, a connection that broke): whether the worker id is held
+	// by another instance, or what its floor is, is not known. A fixed
+	// worker id must not be used unregistered then, as it may be when the
+	// database cannot be reached at all.
+	ErrUndecided = errors.New("the database answered, but the take did not settle")
 )
 
 // layoutChars are the characters a layout may have: it is written into the
@@ -273,6 +280,9 @@ func Take(ctx context.Context, r Request) (Slot, error) {
 		if !retryable(err) {
 			// The deadline may have passed in the try after a conflict.
 			err = afterConflicts(ctx, err, s.conflicts, s.lastConflict)
+		}
+		if s.reached && !errIsAny(err, ErrHeld, ErrAllHeld, ErrLayout, ErrFloorAhead) {
+			err = fmt.Errorf("%w: %w", ErrUndecided, err)
 		}
 		return Slot{}, fmt.Errorf("lease from %s (%s): %w", schema.SlotTableName, r.Dialect, err)
 	}

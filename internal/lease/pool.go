@@ -198,9 +198,44 @@ func (s *session) lockedOnce(ctx context.Context, workerID int64, decide func(ro
 		}
 	}
 	st := parseSlots(m.slotsText)
+	made, writeSlots := m.made, false
+	if ttl := s.r.ttlMs(); !s.r.Forever && st.ttl < ttl {
+		st.ttl, writeSlots = ttl, true
+	}
+	// Rows deleted since the last count are seen before anything else is
+	// decided: a layout change must not run over them (changeLayout).
+	var count, nowMs int64
+	if err := s.x.QueryRowContext(ctx, s.q.countRows).Scan(&count, &nowMs); err != nil {
+		return Slot{}, false, fmt.Errorf("count the slot rows: %w", err)
+	}
+	if made < 0 {
+		made, writeSlots = count, true
+	}
+	if s.deficit(&st, &made, count, nowMs) {
+		writeSlots = true
+	}
+	writeSlotsRow := func() error {
+		if _, err := s.x.ExecContext(ctx, s.q.writeMarker, made, st.String(), schema.SlotsService); err != nil {
+			return fmt.Errorf("write the pool's slot count: %w", err)
+		}
+		return nil
+	}
 	wrote := false
 	if layout, _ := parseLayout(m.layoutText); layout != s.r.Layout {
-		floor, err := s.changeLayout(ctx, layout, st, m.nowMs)
+		floor, err := s.changeLayout(ctx, layout, st, nowMs)
+		if errors.Is(err, ErrLayout) {
+			// Refused, after nothing but reads: keep what the count found.
+			if writeSlots {
+				if err := writeSlotsRow(); err != nil {
+					return Slot{}, false, err
+				}
+			}
+			committed = true
+			if cerr := end(true); cerr != nil && answered(cerr) {
+				return Slot{}, false, fmt.Errorf("commit the locked take: %w", cerr)
+			}
+			return Slot{}, false, err
+		}
 		if err != nil {
 			return Slot{}, false, err
 		}
@@ -208,17 +243,6 @@ func (s *session) lockedOnce(ctx context.Context, workerID int64, decide func(ro
 			return Slot{}, false, fmt.Errorf("write the pool's layout: %w", err)
 		}
 		m.layoutText, wrote = layoutText(s.r.Layout, floor), true
-	}
-	made, writeSlots := m.made, false
-	if made < 0 {
-		var now int64
-		if err := s.x.QueryRowContext(ctx, s.q.countRows).Scan(&made, &now); err != nil {
-			return Slot{}, false, fmt.Errorf("count the slot rows: %w", err)
-		}
-		writeSlots = true
-	}
-	if ttl := s.r.ttlMs(); !s.r.Forever && st.ttl < ttl {
-		st.ttl, writeSlots = ttl, true
 	}
 	w, err := s.read(ctx, workerID, nil)
 	if err != nil {
@@ -231,8 +255,8 @@ func (s *session) lockedOnce(ctx context.Context, workerID int64, decide func(ro
 		writeSlots = true
 	}
 	if writeSlots {
-		if _, err := s.x.ExecContext(ctx, s.q.writeMarker, made, st.String(), schema.SlotsService); err != nil {
-			return Slot{}, false, fmt.Errorf("write the pool's slot count: %w", err)
+		if err := writeSlotsRow(); err != nil {
+			return Slot{}, false, err
 		}
 		wrote = true
 	}
@@ -252,6 +276,11 @@ func (s *session) lockedOnce(ctx context.Context, workerID int64, decide func(ro
 	}
 	committed = true
 	if err := end(true); err != nil {
+		if derr != nil {
+			// A floor too far ahead, or a live holder: that was seen, and
+			// stands whether or not the rows made were committed.
+			return Slot{}, false, derr
+		}
 		if answered(err) {
 			return Slot{}, false, fmt.Errorf("commit the locked take: %w", err)
 		}
@@ -371,6 +400,16 @@ func (s *session) changeLayout(ctx context.Context, old string, st slots, nowMs 
 			"the pool's layout (%q) cannot change before then", ErrLayout, s.r.Layout,
 			time.UnixMilli(st.until).UTC().Format(time.RFC3339Nano), old)
 	}
+	// Lock every row of another layout, live or not: a renewal of one that
+	// is in flight (its UPDATE done, its COMMIT not) holds the row, and a
+	// read that judged the row by its expiry would not wait for it
+	// (PostgreSQL's and TiDB's READ COMMITTED lock only the rows that match
+	// in the statement's snapshot). Once they are locked, no renewal of
+	// theirs can commit before this transaction does, and the look for
+	// live ones below sees the last that did.
+	if err := s.lockOthers(ctx); err != nil {
+		return 0, err
+	}
 	var (
 		other  int64
 		layout sql.NullString
@@ -407,11 +446,14 @@ func (s *session) changeLayout(ctx context.Context, old string, st slots, nowMs 
 		if err := rows.Scan(&l, &p); err != nil {
 			return 0, fmt.Errorf("read the slots' promises: %w", err)
 		}
-		if !l.Valid || l.String == s.r.Layout {
+		if l.String == s.r.Layout {
 			// Rows of this layout floor their own next holders, in this
-			// layout's time frame; rows never held have issued nothing.
+			// layout's time frame.
 			continue
 		}
+		// Rows never held (no layout) have the promise they were made with:
+		// above the IDs of deleted rows' holders, in the old layout's time
+		// frame.
 		epoch, ok := layoutEpochMs(l.String)
 		if !ok {
 			epoch = oldEpoch
@@ -424,6 +466,11 @@ func (s *session) changeLayout(ctx context.Context, old string, st slots, nowMs 
 		return 0, fmt.Errorf("read the slots' promises: %w", err)
 	}
 	rows.Close()
+	if st.until > 0 {
+		// Holders of rows found deleted, whose rows may not have been made
+		// again, issued (in the old layout) up to until at most.
+		top = max(top, st.until-oldEpoch)
+	}
 	floor := int64(0)
 	if top >= 0 {
 		floor = top + mine + 1
@@ -434,61 +481,48 @@ func (s *session) changeLayout(ctx context.Context, old string, st slots, nowMs 
 			ErrLayout, s.r.Layout, old, time.UnixMilli(floor).UTC().Format(time.RFC3339Nano), ahead.Round(time.Millisecond))
 	}
 	below := max(floor-1, 0)
-	if _, err := s.x.ExecContext(ctx, s.q.convert, s.r.Layout, s.r.Layout, below, below,
-		s.r.Layout, s.r.Layout, s.r.Layout, below); err != nil {
+	l := s.r.Layout
+	if _, err := s.x.ExecContext(ctx, s.q.convert, l, l, below, below, l, l, l, l, l, below); err != nil {
 		return 0, fmt.Errorf("move the slots to the new layout: %w", err)
 	}
 	return floor, nil
 }
 
 // makeRows makes the missing rows of the chunk that workerID is in, free
-// and never held, and returns the new count of rows made. Made is the
-// count so far. When the slot table has fewer rows than were made, rows
-// were deleted: from now until the database's clock + the longest TTL
-// (st.until), rows are made with that as their promise, and the request's
-// Deleted is told.
+// and never held, and returns the new count of rows made (made is the count
+// so far). The chunk's rows, the count of all rows and the database's clock
+// are read in one statement, one snapshot: a row deleted after it is left
+// missing, and found by the next count. Rows are made with a promise of at
+// least the pool's until (see deficit): above any promise a lost holder of
+// a deleted row can have had, whichever chunk its row was in; once until has
+// passed, that costs no wait.
 func (s *session) makeRows(ctx context.Context, workerID, made int64, st *slots, layoutRow string) (int64, error) {
-	var count, nowMs int64
-	if err := s.x.QueryRowContext(ctx, s.q.countRows).Scan(&count, &nowMs); err != nil {
-		return 0, fmt.Errorf("count the slot rows: %w", err)
-	}
-	ttl := st.ttl
-	if ttl <= 0 && !s.r.Forever {
-		ttl = s.r.ttlMs()
-	}
-	if count < made {
-		st.until = max(st.until, nowMs+ttl)
-		made = count
-	}
-	floored := nowMs < st.until
-	if !floored {
-		st.until = 0
-	}
 	lo := workerID - workerID%chunkRows
 	hi := min(lo+chunkRows, s.r.Workers) - 1
 	have := map[int64]bool{}
+	var count, nowMs int64
 	rows, err := s.x.QueryContext(ctx, fmt.Sprintf(s.q.chunkRows, lo, hi))
 	if err != nil {
 		return 0, fmt.Errorf("read the chunk's slot rows: %w", err)
 	}
 	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
+		var id sql.NullInt64
+		if err := rows.Scan(&id, &count, &nowMs); err != nil {
 			rows.Close()
 			return 0, fmt.Errorf("read the chunk's slot rows: %w", err)
 		}
-		have[id] = true
+		if id.Valid {
+			have[id.Int64] = true
+		}
 	}
 	if err := rows.Err(); err != nil {
 		rows.Close()
 		return 0, fmt.Errorf("read the chunk's slot rows: %w", err)
 	}
 	rows.Close()
+	s.deficit(st, &made, count, nowMs)
 	_, layoutFloor := parseLayout(layoutRow)
-	promise := max(layoutFloor-1, 0)
-	if floored {
-		promise = max(promise, nowMs+ttl)
-	}
+	promise := max(layoutFloor-1, st.until, 0)
 	var (
 		b       strings.Builder
 		missing []int64
@@ -510,10 +544,50 @@ func (s *session) makeRows(ctx context.Context, workerID, made int64, st *slots,
 	if _, err := s.x.ExecContext(ctx, b.String()); err != nil {
 		return 0, fmt.Errorf("make slot rows %d..%d: %w", lo, hi, err)
 	}
-	if floored {
+	if nowMs < st.until {
 		s.deleted = append(s.deleted, Deleted{WorkerIDs: missing, Until: time.UnixMilli(st.until)})
 	}
 	return made + int64(len(missing)), nil
+}
+
+// deficit compares the slot rows there are (count, at the database's
+// clock nowMs) with the rows made: fewer means rows were deleted, perhaps
+// while their holders lived. Then until moves to the database's clock +
+// the longest TTL, above any promise those holders can have had (the cap),
+// and made to the count; it reports whether it changed them. until never
+// goes back: rows made after it has passed still start above it, so a
+// deleted row made again later, in whatever chunk, never starts below its
+// lost holder's promise, whatever the next holder's clock reads.
+func (s *session) deficit(st *slots, made *int64, count, nowMs int64) bool {
+	if count >= *made {
+		return false
+	}
+	ttl := st.ttl
+	if ttl <= 0 && !s.r.Forever {
+		ttl = s.r.ttlMs()
+	}
+	st.until = max(st.until, nowMs+ttl)
+	*made = count
+	return true
+}
+
+// lockOthers locks every slot row of another layout than the take's (see
+// changeLayout). SQLite needs no lock: the locked take holds its write lock.
+func (s *session) lockOthers(ctx context.Context) error {
+	if s.q.lockOthers == "" {
+		return nil
+	}
+	rows, err := s.x.QueryContext(ctx, s.q.lockOthers, s.r.Layout, s.r.Layout)
+	if err != nil {
+		return fmt.Errorf("lock the slots of other layouts: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("lock the slots of other layouts: %w", err)
+	}
+	return nil
 }
 
 // Deleted says that slot rows were found deleted and made again: their

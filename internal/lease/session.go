@@ -29,6 +29,7 @@ type session struct {
 	pool     pool      // the pool's own rows as the last read found them
 	tidb     bool      // the server is TiDB (from the first read)
 	deleted  []Deleted // rows found deleted by the locked take, told once it commits
+	reached  bool      // a slot was read: the database answered this take
 	reseeded bool
 	pending  int64 // a counter value not yet probed, or -1
 	// conflicts counts the claims and inserts the server refused for a
@@ -280,7 +281,7 @@ func (s *session) read(ctx context.Context, workerID int64, c *Clock) (row, erro
 	w.service, w.instance, w.layout = service.String, instance.String, layout.String
 	w.pool = pool{hasLayout: layoutRow.Valid, layoutText: layoutText.String, hasSlots: slotsRow.Valid,
 		made: made.Int64, slotsText: slotsText.String, tidb: strings.Contains(version, "TiDB")}
-	s.pool, s.tidb = w.pool, w.pool.tidb
+	s.pool, s.tidb, s.reached = w.pool, w.pool.tidb, true
 	return w, nil
 }
 

@@ -95,13 +95,15 @@ type sqlText struct {
 	liveOther string
 	// layoutMax: the highest promise of each layout the slots have had.
 	layoutMax string
-	// convert: layout (twice), floor ms (twice), layout (three times),
+	// convert: layout (twice), floor ms (twice), layout (five times),
 	// floor ms. A layout change: every slot row takes the new layout; a row
 	// of another layout takes the new layout's floor less one as its
 	// promise (its time field is above every ID the old layouts can have
 	// issued; the old promise, in another epoch's time frame, may read
-	// higher or lower), any other row at least that. MySQL assigns left to
-	// right: promise_ms is computed from the row's old layout.
+	// higher or lower) and a new fence (no renewal of its old holder can
+	// match it again), any other row a promise of at least that. MySQL
+	// assigns left to right: promise_ms and fence are computed from the
+	// row's old layout.
 	convert string
 	// writeMarker: worker id, instance, service name. Writes one of the
 	// pool's rows.
@@ -110,8 +112,13 @@ type sqlText struct {
 	// so that a deletion the count does not see committed after the clock
 	// was read.
 	countRows string
-	// chunkRows: from, to. The rows of a range of worker ids.
+	// chunkRows: from, to. The rows of a range of worker ids (one row of
+	// NULL when there are none), each with the count of all slot rows and
+	// the database's clock: one statement, so one snapshot.
 	chunkRows string
+	// lockOthers: layout (twice). Locks every slot row of another layout,
+	// live or not ("" on SQLite).
+	lockOthers string
 	// makeRows starts the INSERT of slot rows, none of them held (fence 0,
 	// free); makeRow is one row's values: worker id, promise ms.
 	makeRows, makeRow string
@@ -218,12 +225,15 @@ const (
 		"ORDER BY worker_id LIMIT 1%[5]s"
 	layoutMaxFormat = "SELECT layout, MAX(promise_ms) FROM sys_sequence_slot GROUP BY layout"
 	convertFormat   = "UPDATE sys_sequence_slot SET promise_ms = CASE WHEN layout < ? OR layout > ? THEN ? ELSE %[3]s(promise_ms, ?) END, " +
+		"fence = CASE WHEN layout < ? OR layout > ? THEN fence + 1 ELSE fence END, " +
 		"layout = ?, beats = beats + 1, updated_at = %[2]s WHERE layout IS NULL OR layout < ? OR layout > ? OR promise_ms < ?"
 	writeMarkerFormat = "UPDATE sys_sequence SET worker_id = ?, instance = ?, updated_at = %[2]s WHERE service_name = ?"
 	countRowsFormat   = "SELECT COUNT(*), %[1]s FROM sys_sequence_slot"
-	chunkRowsFormat   = "SELECT worker_id FROM sys_sequence_slot WHERE worker_id >= %d AND worker_id <= %d"
-	makeRowsFormat    = "INSERT INTO sys_sequence_slot (worker_id, fence, beats, taken_ms, expires_ms, promise_ms, updated_at) VALUES "
-	makeRowFormat     = "(%%d, 0, 0, 0, 0, %%d, %[2]s)"
+	chunkRowsFormat   = "SELECT s.worker_id, (SELECT COUNT(*) FROM sys_sequence_slot), %[1]s FROM (SELECT 1 AS one) AS k " +
+		"LEFT JOIN sys_sequence_slot AS s ON s.worker_id >= %%d AND s.worker_id <= %%d"
+	lockOthersFormat = "SELECT worker_id FROM sys_sequence_slot WHERE layout < ? OR layout > ?%[5]s"
+	makeRowsFormat   = "INSERT INTO sys_sequence_slot (worker_id, fence, beats, taken_ms, expires_ms, promise_ms, updated_at) VALUES "
+	makeRowFormat    = "(%%d, 0, 0, 0, 0, %%d, %[2]s)"
 )
 
 // seedMarkersFormat is seedMarkers without its conflict clause (%[3]s)
@@ -244,7 +254,10 @@ func (q *sqlText) shared(nowMs, ts, greatest, shareLock, forUpdate, conflictNoth
 	q.claim, q.claimLocked = f(claimFormat), f(strings.Replace(claimFormat, "%[4]s", "", 1))
 	q.holder, q.renew, q.renewKeep, q.release = f(holderFormat), f(renewFormat), f(renewKeepFormat), f(releaseFormat)
 	q.lockMarkers, q.liveOther, q.layoutMax, q.convert = f(lockMarkersFormat), f(liveOtherFormat), layoutMaxFormat, f(convertFormat)
-	q.writeMarker, q.countRows, q.chunkRows = f(writeMarkerFormat), f(countRowsFormat), chunkRowsFormat
+	q.writeMarker, q.countRows, q.chunkRows = f(writeMarkerFormat), f(countRowsFormat), f(chunkRowsFormat)
+	if forUpdate != "" {
+		q.lockOthers = f(lockOthersFormat)
+	}
 	q.makeRows, q.makeRow = makeRowsFormat, fmt.Sprintf(makeRowFormat, nowMs, ts)
 	q.seedMarkers = fmt.Sprintf(seedMarkersFormat, conflictNothing, ts)
 	q.readBack = readBack

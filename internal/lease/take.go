@@ -111,14 +111,15 @@ func (s *session) try(ctx context.Context, w row, far **row, must bool) (Slot, b
 		return Slot{}, false, nil
 	}
 	ahead := s.r.ahead(w.promiseMs + 1)
-	if ahead > floorSlack && !must {
+	_, _, capOK := s.promiseFor(w, w.promiseMs+1)
+	if (ahead > floorSlack || !capOK) && !must {
 		if *far == nil || w.promiseMs < (*far).promiseMs {
 			c := w
 			*far = &c
 		}
 		return Slot{}, false, nil
 	}
-	if !canWait(ctx, ahead) {
+	if !canWait(ctx, ahead) || !capOK {
 		return Slot{}, false, nil // the deadline would pass before the first ID
 	}
 	return s.tryClaim(ctx, w, false)
@@ -128,7 +129,11 @@ func (s *session) tryClaim(ctx context.Context, w row, takeover bool) (Slot, boo
 	floor := w.promiseMs + 1
 	promise, capped, ok := s.promiseFor(w, floor)
 	if !ok {
-		return Slot{}, false, nil // the database's clock went back since the floor was promised
+		// The floor is past the database's clock + TTL (its promise was
+		// written under a longer TTL, or by a layout change, or the
+		// database's clock went back): no promise this take may write
+		// covers it yet.
+		return Slot{}, false, s.floorAhead(w)
 	}
 	took, err := s.claim(ctx, w, promise, takeover)
 	slot := Slot{WorkerID: w.workerID, Fence: w.fence + 1, Floor: floor, Promise: promise,
@@ -178,8 +183,6 @@ func (s *session) settle(ctx context.Context, slot Slot, took bool, err error) (
 		// runs again after a conflict (lockedTake); an answer lost there
 		// is settled once the COMMIT's is.
 		return Slot{}, false, err
-	case retryable(err):
-		return slot, took, nil
 	case retryable(err):
 		s.conflicts, s.lastConflict = s.conflicts+1, err
 		if !pause(ctx, s.conflicts-1) {
@@ -351,7 +354,7 @@ func (s *session) tryExplicit(ctx context.Context, w row) (Slot, bool, error) {
 	if w.live() && (s.r.TakeOver == "" || w.service != s.r.Service || !strings.HasPrefix(w.instance, s.r.TakeOver)) {
 		return Slot{}, false, fmt.Errorf("%w: worker id %d: %s", ErrHeld, w.workerID, s.holder(ctx, w.workerID))
 	}
-	if !canWait(ctx, s.r.ahead(w.promiseMs+1)) {
+	if _, _, capOK := s.promiseFor(w, w.promiseMs+1); !canWait(ctx, s.r.ahead(w.promiseMs+1)) || !capOK {
 		return Slot{}, false, s.floorAhead(w)
 	}
 	return s.tryClaim(ctx, w, w.live())
