@@ -53,9 +53,11 @@ func Open(ctx context.Context, drv dialect.Driver, opts ...Option) (*Generator, 
 //     lease timeout can wait for (a crashed holder promised up to TTL -
 //     Margin, 80 s by default, ahead; or the clock went back during the
 //     wait) starts the generator fenced: NextID returns ErrFenced until the
-//     clock nears it and the background take registers the id. If the
-//     database cannot be reached, the id is used unregistered (a WARN) and
-//     registration is retried in the background; should it then find the
+//     clock nears it and the background take registers the id; so does a
+//     take that reached the database but did not settle (a deadline in a
+//     lock queue, a connection broken mid-take). Only if the database
+//     cannot be reached at all is the id used unregistered (a WARN), and
+//     registration retried in the background; should it then find the
 //     id held by another live instance, or a floor above what it issued,
 //     the generator stops (ErrFenced) and logs at ERROR, with the range of
 //     IDs that may have repeated another's.
