@@ -74,6 +74,22 @@ var (
 	ErrWorkerCollision = errors.New("another instance issues IDs under this worker id")
 )
 
+// Errors of the code entext generates, for what no snowflake id can be.
+var (
+	// ErrInvalidID: an id that no generator issues. Decode refuses a
+	// negative one; the code entext generates refuses 0 and negative ids
+	// set on a create (SetID) or decoded from JSON (a JSON-string id or
+	// reference field), naming the type and field. A reference that names
+	// no row is null, on a Nillable field.
+	ErrInvalidID = errors.New("invalid ID")
+	// ErrSkippedEdges: a bulk upsert on PostgreSQL or SQLite whose conflict
+	// clause skips rows (DoNothing, or an update with a WHERE) skipped a row
+	// that had edges to add to other rows; the row they name was not
+	// written, so the batch is refused as a whole. Single upserts report a
+	// skipped row as sql.ErrNoRows, as ent does.
+	ErrSkippedEdges = errors.New("a skipped row of a bulk upsert has edges")
+)
+
 // Errors of New, Open and OpenDB for bad input.
 var (
 	// ErrInvalidLayout: the layout's widths do not add up to 22 bits, or

@@ -1,7 +1,6 @@
 package entflake
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -72,10 +71,6 @@ type Parts struct {
 	// Sequence is the ID's place within its millisecond.
 	Sequence int64
 }
-
-// ErrInvalidID is returned when decoding a negative number, which no
-// generator issues.
-var ErrInvalidID = errors.New("invalid ID")
 
 // Decode takes an ID apart according to a layout and an epoch, those the
 // generator that issued it used.

@@ -55,6 +55,14 @@ type Insert struct {
 	// statement's transaction: PostgreSQL refuses every statement of a
 	// transaction after an error. The client's own driver will do.
 	Catalog dialect.ExecQuerier
+	// Upsert is set for an upsert of one row whose id the hook generated.
+	// On MySQL, ON DUPLICATE KEY UPDATE matches the primary key too and
+	// would update a stored row that holds that id; entext's conflict
+	// clause stops such an upsert with error 1690 (an integer overflow it
+	// provokes on purpose, which MySQL, MariaDB and TiDB raise in every
+	// sql_mode) before it writes, and InsertFailed then looks the id up
+	// through Catalog: a row that holds it is a duplicate primary key.
+	Upsert bool
 }
 
 // catalogTimeout bounds the lookup of a PostgreSQL constraint. The lookup
@@ -303,6 +311,16 @@ func (g *Generator) primaryKeyDuplicate(ctx context.Context, e dberr.Error, in I
 			return id, true, true
 		}
 		return 0, false, true
+	case e.MySQL == 1690 && in.Upsert && len(in.IDs) == 1 && in.Catalog != nil:
+		// entext's guard (Insert.Upsert): the upsert met a row with its id,
+		// if one holds it; any other overflow finds none.
+		held, err := holds(ctx, in.Catalog, in.Table, in.Column, in.IDs[0])
+		if err != nil {
+			g.tw.log.LogAttrs(ctx, slog.LevelWarn, "entflake: tripwire: cannot look up the id of a refused upsert",
+				slog.String("table", in.Table), slog.Int64("id", in.IDs[0]), slog.String("error", err.Error()))
+			return 0, false, false
+		}
+		return in.IDs[0], true, held
 	case e.SQLite == 1555:
 		// SQLITE_CONSTRAINT_PRIMARYKEY: "UNIQUE constraint failed:
 		// widgets.id". A trigger's INSERT into another table names that
@@ -310,6 +328,23 @@ func (g *Generator) primaryKeyDuplicate(ctx context.Context, e dberr.Error, in I
 		return 0, false, strings.Contains(e.Text, " "+in.Table+"."+in.Column)
 	}
 	return 0, false, false
+}
+
+// holds reports whether a row of table (MySQL) has id in column: the
+// lookup of a refused upsert (Insert.Upsert), on a connection outside the
+// statement's transaction, which sees committed rows only.
+func holds(ctx context.Context, cat dialect.ExecQuerier, table, column string, id int64) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, catalogTimeout)
+	defer cancel()
+	b := entsql.Dialect(dialect.MySQL)
+	query, args := b.Select(entsql.Count("*")).From(b.Table(table)).Where(entsql.EQ(column, id)).Query()
+	var rows entsql.Rows
+	if err := cat.Query(ctx, query, args, &rows); err != nil {
+		return false, err
+	}
+	defer rows.Close()
+	n, err := entsql.ScanInt(rows)
+	return n > 0, err
 }
 
 // primaryKey reports whether constraint is the primary key of table in

@@ -51,6 +51,9 @@ type AccountMutation struct {
 	// mutation ran in, if any (entflakeStatement). A pointer: one word
 	// more in every mutation, not three.
 	entflakeBatch *[]*AccountCreate
+	// entflakeGenerated is set when the hook generated the id, which an
+	// upsert must then not find in a stored row (entflakeUpsertID).
+	entflakeGenerated bool
 }
 
 var _ ent.Mutation = (*AccountMutation)(nil)
@@ -570,6 +573,9 @@ type EntryMutation struct {
 	// mutation ran in, if any (entflakeStatement). A pointer: one word
 	// more in every mutation, not three.
 	entflakeBatch *[]*EntryCreate
+	// entflakeGenerated is set when the hook generated the id, which an
+	// upsert must then not find in a stored row (entflakeUpsertID).
+	entflakeGenerated bool
 }
 
 var _ ent.Mutation = (*EntryMutation)(nil)
@@ -1134,6 +1140,9 @@ type EventMutation struct {
 	// mutation ran in, if any (entflakeStatement). A pointer: one word
 	// more in every mutation, not three.
 	entflakeBatch *[]*EventCreate
+	// entflakeGenerated is set when the hook generated the id, which an
+	// upsert must then not find in a stored row (entflakeUpsertID).
+	entflakeGenerated bool
 }
 
 var _ ent.Mutation = (*EventMutation)(nil)

@@ -5,9 +5,11 @@ package integration
 import (
 	"bytes"
 	"context"
+	stdsql "database/sql"
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -209,47 +211,47 @@ func TestCreateBulkWithEdges(t *testing.T) {
 }
 
 // TestUpsertNeverReportsAMissingRow: whatever the resolution, an upsert's
-// ID is that of a stored row, or ent's 0 where it cannot know one (DoNothing
-// on MySQL, which lacks it), never an id no row has; an error is fine.
+// ID is that of a stored row, never an id no row has. DoNothing on MySQL
+// (which lacks it; ent makes it Ignore) reports the stored row; elsewhere
+// it reports sql.ErrNoRows, as ent does. An id no generator issues (0, or
+// negative) is refused before any SQL, naming the field.
 func TestUpsertNeverReportsAMissingRow(t *testing.T) {
 	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
 		e := open(t, b)
 		ctx := context.Background()
 		stored := e.Widget.Create().SetCode("d").SaveX(ctx).ID
 		got, err := e.Widget.Create().SetCode("d").OnConflictColumns(widget.FieldCode).DoNothing().ID(ctx)
-		if err == nil && got != 0 {
+		if b.Dialect == dialect.MySQL {
+			require.NoError(t, err)
 			assert.Equal(t, stored, got)
+		} else {
+			require.ErrorIs(t, err, stdsql.ErrNoRows)
 		}
 		assert.Equal(t, stored, e.stored(t, "d"))
-		// A caller-set 0 on a conflicting upsert reports the stored row.
-		got, err = e.Widget.Create().SetID(0).SetCode("d").OnConflictColumns(widget.FieldCode).UpdateNewValues().ID(ctx)
-		require.NoError(t, err)
-		assert.Equal(t, stored, got)
-		// An upsert that inserts a given 0 reports 0, the row's id.
-		got, err = e.Widget.Create().SetID(0).SetCode("zero").OnConflictColumns(widget.FieldCode).UpdateNewValues().ID(ctx)
-		require.NoError(t, err)
-		assert.Zero(t, got)
-		assert.Zero(t, e.stored(t, "zero"))
+		for _, bad := range []int64{0, -1, math.MinInt64} {
+			_, err = e.Widget.Create().SetID(bad).SetCode("d").OnConflictColumns(widget.FieldCode).UpdateNewValues().ID(ctx)
+			require.ErrorIs(t, err, entflake.ErrInvalidID)
+			assert.ErrorContains(t, err, fmt.Sprintf("Widget.id: invalid ID: %d", bad))
+			_, err = e.Widget.Create().SetID(bad).SetCode("zero").Save(ctx)
+			require.ErrorIs(t, err, entflake.ErrInvalidID)
+		}
+		assert.Equal(t, 1, e.count(t, "widgets"), "nothing written")
 	})
 }
 
 // TestUpsertWithEdges: an upsert that also adds edges links them to the
-// stored row on PostgreSQL and SQLite. On MySQL ent cannot read back a
-// given id after an INSERT that has ON DUPLICATE KEY, so an upsert that
-// inserts fails on the foreign key (documented), and writes nothing.
+// stored row, on every dialect: on MySQL the INSERT gives the id as
+// LAST_INSERT_ID(id), so the id sqlgraph writes the edges with is the
+// stored row's (it was 0 before, and the edge failed on the foreign key).
 func TestUpsertWithEdges(t *testing.T) {
 	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
 		e := open(t, b)
 		ctx := context.Background()
 		p := e.Part.Create().SetName("p").SaveX(ctx)
 		id, err := e.Widget.Create().SetCode("e").AddParts(p).OnConflictColumns(widget.FieldCode).UpdateNewValues().ID(ctx)
-		if b.Dialect == dialect.MySQL {
-			require.Error(t, err)
-			assert.Zero(t, e.count(t, "widgets"), "nothing written")
-			return
-		}
 		require.NoError(t, err)
 		e.mine(t, id)
+		assert.Equal(t, id, e.stored(t, "e"))
 		assert.Equal(t, id, e.Part.GetX(ctx, p.ID).WidgetID)
 	})
 }

@@ -115,8 +115,8 @@ func (_c *BuilderCreate) createSpec() (*Builder, *sqlgraph.CreateSpec) {
 		_spec = sqlgraph.NewCreateSpec(builder.Table, sqlgraph.NewFieldSpec(builder.FieldID, field.TypeInt64))
 	)
 	_spec.OnConflict = _c.conflict
-	if n := len(_spec.OnConflict); n > 0 {
-		_spec.OnConflict = append(_spec.OnConflict[:n:n], entflakeKeepID("id"))
+	if len(_spec.OnConflict) > 0 {
+		_spec.OnConflict = entflakeUpsert(_c.driver.Dialect(), _spec.OnConflict, _spec, _c.mutation.entflakeGenerated)
 	}
 	if id, ok := _c.mutation.ID(); ok {
 		_node.ID = id
@@ -336,13 +336,22 @@ func (_c *BuilderCreateBulk) Save(ctx context.Context) ([]*Builder, error) {
 				} else {
 					spec := &sqlgraph.BatchCreateSpec{Nodes: specs}
 					spec.OnConflict = _c.conflict
-					if n := len(spec.OnConflict); n > 0 {
-						spec.OnConflict = append(spec.OnConflict[:n:n], entflakeKeepID("id"))
-					}
-					entflakeKeepBatchIDs(_c.driver.Dialect(), spec)
 					for _, b := range _c.builders {
 						b.mutation.entflakeBatch = &_c.builders
 					}
+					if len(spec.OnConflict) > 0 && entflakeEach(_c.driver.Dialect(), spec.OnConflict) {
+						err := entflakeUpsertEach(ctx, &_c.config, spec, func(j int) bool { return _c.builders[j].mutation.entflakeGenerated })
+						if err != nil {
+							return nil, err
+						}
+						for j, s := range spec.Nodes {
+							nodes[j].ID, _ = s.ID.Value.(int64)
+						}
+						spec.Nodes = nil
+					} else if n := len(spec.OnConflict); n > 0 {
+						spec.OnConflict = append(spec.OnConflict[:n:n], entflakeKeepID("id"))
+					}
+					entflakeKeepBatchIDs(_c.driver.Dialect(), spec)
 					// Invoke the actual operation on the latest mutation in the chain.
 					if err = sqlgraph.BatchCreate(ctx, _c.driver, spec); err != nil {
 						if sqlgraph.IsConstraintError(err) {

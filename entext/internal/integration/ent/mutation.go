@@ -68,6 +68,9 @@ type BuilderMutation struct {
 	// mutation ran in, if any (entflakeStatement). A pointer: one word
 	// more in every mutation, not three.
 	entflakeBatch *[]*BuilderCreate
+	// entflakeGenerated is set when the hook generated the id, which an
+	// upsert must then not find in a stored row (entflakeUpsertID).
+	entflakeGenerated bool
 }
 
 var _ ent.Mutation = (*BuilderMutation)(nil)
@@ -497,6 +500,9 @@ type DocMutation struct {
 	// mutation ran in, if any (entflakeStatement). A pointer: one word
 	// more in every mutation, not three.
 	entflakeBatch *[]*DocCreate
+	// entflakeGenerated is set when the hook generated the id, which an
+	// upsert must then not find in a stored row (entflakeUpsertID).
+	entflakeGenerated bool
 }
 
 var _ ent.Mutation = (*DocMutation)(nil)
@@ -928,6 +934,9 @@ type JSONMutation struct {
 	// mutation ran in, if any (entflakeStatement). A pointer: one word
 	// more in every mutation, not three.
 	entflakeBatch *[]*JSONCreate
+	// entflakeGenerated is set when the hook generated the id, which an
+	// upsert must then not find in a stored row (entflakeUpsertID).
+	entflakeGenerated bool
 }
 
 var _ ent.Mutation = (*JSONMutation)(nil)
@@ -1482,6 +1491,9 @@ type MutatorsMutation struct {
 	// mutation ran in, if any (entflakeStatement). A pointer: one word
 	// more in every mutation, not three.
 	entflakeBatch *[]*MutatorsCreate
+	// entflakeGenerated is set when the hook generated the id, which an
+	// upsert must then not find in a stored row (entflakeUpsertID).
+	entflakeGenerated bool
 }
 
 var _ ent.Mutation = (*MutatorsMutation)(nil)
@@ -2036,6 +2048,9 @@ type NodeMutation struct {
 	// mutation ran in, if any (entflakeStatement). A pointer: one word
 	// more in every mutation, not three.
 	entflakeBatch *[]*NodeCreate
+	// entflakeGenerated is set when the hook generated the id, which an
+	// upsert must then not find in a stored row (entflakeUpsertID).
+	entflakeGenerated bool
 }
 
 var _ ent.Mutation = (*NodeMutation)(nil)
@@ -3059,6 +3074,9 @@ type PartMutation struct {
 	// mutation ran in, if any (entflakeStatement). A pointer: one word
 	// more in every mutation, not three.
 	entflakeBatch *[]*PartCreate
+	// entflakeGenerated is set when the hook generated the id, which an
+	// upsert must then not find in a stored row (entflakeUpsertID).
+	entflakeGenerated bool
 }
 
 var _ ent.Mutation = (*PartMutation)(nil)
@@ -3866,6 +3884,9 @@ type ReferenceMutation struct {
 	// mutation ran in, if any (entflakeStatement). A pointer: one word
 	// more in every mutation, not three.
 	entflakeBatch *[]*ReferenceCreate
+	// entflakeGenerated is set when the hook generated the id, which an
+	// upsert must then not find in a stored row (entflakeUpsertID).
+	entflakeGenerated bool
 }
 
 var _ ent.Mutation = (*ReferenceMutation)(nil)
@@ -4845,6 +4866,9 @@ type RootMutation struct {
 	// mutation ran in, if any (entflakeStatement). A pointer: one word
 	// more in every mutation, not three.
 	entflakeBatch *[]*RootCreate
+	// entflakeGenerated is set when the hook generated the id, which an
+	// upsert must then not find in a stored row (entflakeUpsertID).
+	entflakeGenerated bool
 }
 
 var _ ent.Mutation = (*RootMutation)(nil)
@@ -5399,6 +5423,9 @@ type SpecMutation struct {
 	// mutation ran in, if any (entflakeStatement). A pointer: one word
 	// more in every mutation, not three.
 	entflakeBatch *[]*SpecCreate
+	// entflakeGenerated is set when the hook generated the id, which an
+	// upsert must then not find in a stored row (entflakeUpsertID).
+	entflakeGenerated bool
 }
 
 var _ ent.Mutation = (*SpecMutation)(nil)
@@ -5950,6 +5977,9 @@ type StrconvMutation struct {
 	// mutation ran in, if any (entflakeStatement). A pointer: one word
 	// more in every mutation, not three.
 	entflakeBatch *[]*StrconvCreate
+	// entflakeGenerated is set when the hook generated the id, which an
+	// upsert must then not find in a stored row (entflakeUpsertID).
+	entflakeGenerated bool
 }
 
 var _ ent.Mutation = (*StrconvMutation)(nil)
@@ -6422,6 +6452,9 @@ type WidgetMutation struct {
 	// mutation ran in, if any (entflakeStatement). A pointer: one word
 	// more in every mutation, not three.
 	entflakeBatch *[]*WidgetCreate
+	// entflakeGenerated is set when the hook generated the id, which an
+	// upsert must then not find in a stored row (entflakeUpsertID).
+	entflakeGenerated bool
 }
 
 var _ ent.Mutation = (*WidgetMutation)(nil)

@@ -45,6 +45,9 @@ type SpecsMutation struct {
 	// mutation ran in, if any (entflakeStatement). A pointer: one word
 	// more in every mutation, not three.
 	entflakeBatch *[]*SpecsCreate
+	// entflakeGenerated is set when the hook generated the id, which an
+	// upsert must then not find in a stored row (entflakeUpsertID).
+	entflakeGenerated bool
 }
 
 var _ ent.Mutation = (*SpecsMutation)(nil)
@@ -514,6 +517,9 @@ type VMutation struct {
 	// mutation ran in, if any (entflakeStatement). A pointer: one word
 	// more in every mutation, not three.
 	entflakeBatch *[]*VCreate
+	// entflakeGenerated is set when the hook generated the id, which an
+	// upsert must then not find in a stored row (entflakeUpsertID).
+	entflakeGenerated bool
 }
 
 var _ ent.Mutation = (*VMutation)(nil)

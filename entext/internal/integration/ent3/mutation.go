@@ -46,6 +46,9 @@ type AccountMutation struct {
 	// mutation ran in, if any (entflakeStatement). A pointer: one word
 	// more in every mutation, not three.
 	entflakeBatch *[]*AccountCreate
+	// entflakeGenerated is set when the hook generated the id, which an
+	// upsert must then not find in a stored row (entflakeUpsertID).
+	entflakeGenerated bool
 }
 
 var _ ent.Mutation = (*AccountMutation)(nil)
