@@ -8,3 +8,4 @@ package entflake
 //go:generate go -C entext/internal/integration/noext run entc.go
 //go:generate go -C entext/internal/integration/noexthook run entc.go
 //go:generate go -C entext/internal/integration/ent3 run entc.go
+//go:generate go -C entext/internal/integration/edges run entc.go

@@ -33,6 +33,10 @@
 //     with true, the migration fails, naming the types, since snowflake ids
 //     ignore the id ranges that option gives each table.
 //
+// A mixin that composes SnowflakeID{}.Fields() instead of embedding
+// SnowflakeID is handled as SnowflakeID itself: the extension knows the id
+// field by its annotation.
+//
 // The mixin's id field has a default and a validator that only code
 // generated without the extension keeps (see mixin.ErrNoExtension); the
 // extension drops both, so ent neither sets a default id before the hook
@@ -51,7 +55,7 @@
 // (it gives each type an id range, which pre-assigned ids ignore), or for
 // the few names that would clash with what it generates: a type named
 // IDGenerator, NextID or Entflake (whose model file would be entflake.go),
-// a field whose mutation field would be entflakeBatch (the extension's own,
+// a field whose mutation field would be entflakeBatch or entflakeGenerated (the extension's own,
 // on a type with the mixin), a field that would be the struct field
 // UnmarshalJSON of a type that gets one, and a dependency (entc.Dependency) whose field is entflake or whose
 // option is IDGenerator. It fails too, naming the field, for
@@ -133,6 +137,7 @@ func (*Extension) Templates() []*gen.Template {
 func (*Extension) Hooks() []gen.Hook {
 	return []gen.Hook{func(next gen.Generator) gen.Generator {
 		return gen.GenerateFunc(func(g *gen.Graph) error {
+			adopt(g)
 			if err := Check(g); err != nil {
 				return err
 			}
@@ -224,8 +229,8 @@ func Check(g *gen.Graph) error {
 		}
 		users = append(users, n.Name)
 		for _, f := range n.Fields {
-			if f.BuilderField() == "entflakeBatch" {
-				fail("schema %s: field %s would clash with the entflakeBatch field entflake adds to its mutation; rename the field", n.Name, f.Name)
+			if b := f.BuilderField(); b == "entflakeBatch" || b == "entflakeGenerated" {
+				fail("schema %s: field %s would clash with the %s field entflake adds to its mutation; rename the field", n.Name, f.Name, b)
 			}
 		}
 		if n.IsEdgeSchema() {
@@ -276,6 +281,27 @@ func Check(g *gen.Graph) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// adopt marks, in the graph about to be generated, every type whose id
+// field is SnowflakeID's own but whose schema lacks the mixin's mark: a
+// mixin that composes SnowflakeID{}.Fields() instead of embedding
+// SnowflakeID (whose Annotations give the mark). Without it the type would
+// generate cleanly and every create fail with mixin.ErrNoExtension. The id
+// field's json struct tag tells whether it is a JSON string.
+func adopt(g *gen.Graph) {
+	for _, n := range g.Nodes {
+		if uses(n) || !n.HasOneFieldID() || n.ID == nil {
+			continue
+		}
+		if _, ok := n.ID.Annotations[mixin.IDFieldAnnotationName]; !ok {
+			continue
+		}
+		if n.Annotations == nil {
+			n.Annotations = gen.Annotations{}
+		}
+		n.Annotations[mixin.AnnotationName] = mixin.Annotation{JSONString: strings.Contains(n.ID.StructTag, ",string")}
+	}
 }
 
 // guarded reports whether an id field is SnowflakeID's own, with the

@@ -394,6 +394,11 @@ func (_c *StrconvCreateBulk) Save(ctx context.Context) ([]*Strconv, error) {
 						spec.Nodes = nil
 					} else if n := len(spec.OnConflict); n > 0 {
 						spec.OnConflict = append(spec.OnConflict[:n:n], entflakeKeepID("id"))
+						// RETURNING gives every row's stored id, in order; ent's code
+						// after BatchCreate copies it only into an entity whose ID is 0.
+						for j := range nodes {
+							nodes[j].ID = 0
+						}
 					}
 					entflakeKeepBatchIDs(_c.driver.Dialect(), spec)
 					// Invoke the actual operation on the latest mutation in the chain.
