@@ -19,8 +19,14 @@
 //     once per statement, which tells a duplicate primary key on one of the
 //     generator's own IDs from every other error;
 //   - for upserts, a conflict clause that keeps the primary key of the row
-//     being updated (see README: the ResolveWithNewValues trap), and on
-//     MySQL reports that row's id back through LAST_INSERT_ID;
+//     being updated (see README: the ResolveWithNewValues trap); on MySQL
+//     it inserts the id as LAST_INSERT_ID(id) and updates with
+//     LAST_INSERT_ID(id), so edges, hooks and the entity get the stored id,
+//     and refuses to update a row that holds an id the hook generated; a
+//     bulk upsert that one INSERT cannot number (MySQL, or rows skipped on
+//     PostgreSQL and SQLite) runs as one upsert per row in a transaction;
+//   - the refusal of ids that no generator issues (0 and negative), set on
+//     a create or decoded from JSON;
 //   - for SnowflakeID{JSONString: true} and for the int64 fields marked with
 //     mixin.JSONString() (of any type), the option ",string" in their json
 //     struct tags, and one UnmarshalJSON per type that accepts each of them

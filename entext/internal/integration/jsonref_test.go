@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/entflake/entflake"
 	gen "github.com/entflake/entflake/entext/internal/integration/ent"
 	"github.com/entflake/entflake/entext/internal/integration/ent/reference"
 	"github.com/entflake/entflake/internal/dbtest"
@@ -182,4 +183,49 @@ func TestJSONReferencesOwnKeys(t *testing.T) {
 func reflectField(v any, name string) (reflect.StructTag, bool) {
 	f, ok := reflect.TypeOf(v).FieldByName(name)
 	return f.Tag, ok
+}
+
+// TestJSONIDsPositive: every JSON-string id and reference (Doc's id, and
+// each marked field of Reference) refuses what no generator issues (0,
+// "-0", negative numbers, the mixin's own "unassigned" sentinel) with
+// ErrInvalidID naming the field, keeps refusing what is no int64 in
+// canonical form, and takes a positive id above 2^53 in both forms. A null
+// nillable reference is nil.
+func TestJSONIDsPositive(t *testing.T) {
+	fields := []struct {
+		label, key string
+		decode     func([]byte) error
+	}{
+		{"Doc.id", "id", func(b []byte) error { return json.Unmarshal(b, new(gen.Doc)) }},
+		{"Reference.id", "id", func(b []byte) error { return json.Unmarshal(b, new(gen.Reference)) }},
+		{"Reference.doc_id", "doc_id", func(b []byte) error { return json.Unmarshal(b, new(gen.Reference)) }},
+		{"Reference.parent_id", "parent_id", func(b []byte) error { return json.Unmarshal(b, new(gen.Reference)) }},
+		{"Reference.other_id", "other_id", func(b []byte) error { return json.Unmarshal(b, new(gen.Reference)) }},
+		{"Reference.maybe_id", "maybe_id", func(b []byte) error { return json.Unmarshal(b, new(gen.Reference)) }},
+		{"Reference.nil_id", "nil_id", func(b []byte) error { return json.Unmarshal(b, new(gen.Reference)) }},
+	}
+	for _, f := range fields {
+		t.Run(f.label, func(t *testing.T) {
+			doc := func(v string) []byte { return []byte(fmt.Sprintf(`{%q:%s}`, f.key, v)) }
+			for _, v := range []string{`0`, `"0"`, `"-0"`, `-5`, `"-5"`, `-9223372036854775808`, `"-9223372036854775808"`} {
+				err := f.decode(doc(v))
+				require.ErrorIs(t, err, entflake.ErrInvalidID, v)
+				assert.ErrorContains(t, err, f.label, v)
+			}
+			for _, v := range []string{`"1e3"`, `" 7"`, `1.5`, `"+5"`, `"07"`, `"9223372036854775808"`, `9223372036854775808`, `"abc"`, `true`} {
+				err := f.decode(doc(v))
+				require.Error(t, err, v)
+				assert.NotErrorIs(t, err, entflake.ErrInvalidID, v)
+				assert.ErrorContains(t, err, f.label, v)
+			}
+			for _, v := range []string{`9007199254740993`, `"9007199254740993"`, `1`, `"9223372036854775807"`} {
+				require.NoError(t, f.decode(doc(v)), v)
+			}
+		})
+	}
+	var r gen.Reference
+	id := int64(9007199254740993)
+	r.NilID = &id
+	require.NoError(t, json.Unmarshal([]byte(`{"nil_id":null}`), &r))
+	assert.Nil(t, r.NilID)
 }

@@ -386,6 +386,16 @@ func TestTripwireUpsert(t *testing.T) {
 		}
 		assert.Zero(t, one.Widget.Query().Where(widget.Code("three")).CountX(ctx), "nothing written")
 		assert.Equal(t, "one", one.Widget.GetX(ctx, w1.ID).Code)
+
+		// A bulk upsert whose first row's generated id is the other
+		// instance's (on MySQL one upsert per row, each with the guard).
+		four := newTwin(t, db, b, clk, 7)
+		err = four.Widget.CreateBulk(four.Widget.Create().SetCode("four"), four.Widget.Create().SetCode("five")).
+			OnConflictColumns(widget.FieldCode).UpdateNewValues().Exec(ctx)
+		requireBreach(t, err)
+		assert.Equal(t, int64(1), four.gen.Stats().Collisions)
+		assert.Zero(t, one.Widget.Query().Where(widget.CodeIn("four", "five")).CountX(ctx), "nothing of the batch written")
+		assert.Equal(t, "one", one.Widget.GetX(ctx, w1.ID).Code)
 	})
 }
 
