@@ -186,7 +186,7 @@ func TestUpsertMatrix(t *testing.T) {
 					bulk   bool
 					update bool
 				}
-				ops := []op{{name: "Create"}, {name: "CreateBulk", bulk: true}}
+				ops := []op{{name: "Create"}, {name: "CreateBulk", bulk: true}, {name: "MapCreateBulk", bulk: true}}
 				for i := range resolutions {
 					for _, update := range []bool{false, true} {
 						r := &resolutions[i]
@@ -198,7 +198,7 @@ func TestUpsertMatrix(t *testing.T) {
 					for _, kind := range edgeKinds {
 						name := fmt.Sprintf("%s/%s/update=%v", o.name, kind, o.update)
 						t.Run(name, func(t *testing.T) {
-							e.matrixCell(t, b, o.res, o.bulk, o.update, kind, fresh)
+							e.matrixCell(t, b, o.name, o.res, o.bulk, o.update, kind, fresh)
 						})
 					}
 				}
@@ -207,7 +207,7 @@ func TestUpsertMatrix(t *testing.T) {
 	})
 }
 
-func (e *edgesEnv) matrixCell(t *testing.T, b dbtest.Backend, res *resolution, bulk, update bool, kind string, fresh func() string) {
+func (e *edgesEnv) matrixCell(t *testing.T, b dbtest.Backend, op string, res *resolution, bulk, update bool, kind string, fresh func() string) {
 	ctx := context.Background()
 	a, other := fresh(), fresh()
 	var existing int64
@@ -233,6 +233,19 @@ func (e *edgesEnv) matrixCell(t *testing.T, b dbtest.Backend, res *resolution, b
 		}
 	case !bulk:
 		reported, err = res.single(ca).ID(ctx)
+	case op == "MapCreateBulk":
+		var us []*edges.User
+		us, err = e.User.MapCreateBulk([]string{a, other}, func(c *edges.UserCreate, i int) {
+			if i == 0 {
+				*c = *ca
+				return
+			}
+			c.SetName(other)
+			tb = e.add(t, c, kind, other)
+		}).Save(ctx)
+		if err == nil {
+			reported = us[0].ID
+		}
 	default:
 		cb := e.User.Create().SetName(other)
 		tb = e.add(t, cb, kind, other)
@@ -301,6 +314,15 @@ func (e *edgesEnv) matrixCell(t *testing.T, b dbtest.Backend, res *resolution, b
 		got := slices.Clone(seen[hook])
 		assert.ElementsMatch(t, want, got, "hook %s", hook)
 	}
+	// The privacy rule runs before the INSERT: it sees the id the create
+	// was given, which is the stored one unless the upsert updated a row.
+	require.Len(t, seen["privacy"], len(want), "privacy")
+	for _, id := range seen["privacy"] {
+		mine(t, e.gen, id)
+	}
+	if !update {
+		assert.ElementsMatch(t, want, seen["privacy"], "privacy")
+	}
 	// No edge row anywhere names a user that does not exist.
 	for _, q := range []string{
 		"SELECT COUNT(*) FROM pets WHERE owner_id IS NOT NULL AND owner_id NOT IN (SELECT id FROM users)",
@@ -310,4 +332,87 @@ func (e *edgesEnv) matrixCell(t *testing.T, b dbtest.Backend, res *resolution, b
 		orphans, _ := e.scalar(t, q)
 		assert.Zero(t, orphans, q)
 	}
+}
+
+// TestUpsertEdgeField: an upsert of a pet that sets its owner through the
+// edge field (a column of the pet's own row), single and bulk, with each
+// resolution, on the insert and the update path: the id reported and the
+// hooks' ids are the stored pet's, and the stored pet names its owner.
+func TestUpsertEdgeField(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		e := openEdges(t, b, true)
+		ctx := context.Background()
+		owner := e.User.Create().SetName("owner").SaveX(ctx)
+		n := 0
+		for _, r := range []string{"UpdateNewValues", "Ignore", "DoNothing", "Update"} {
+			for _, update := range []bool{false, true} {
+				for _, bulk := range []bool{false, true} {
+					t.Run(fmt.Sprintf("%s/update=%v/bulk=%v", r, update, bulk), func(t *testing.T) {
+						n++
+						name := fmt.Sprint("p", n)
+						var existing int64
+						if update {
+							existing = e.Pet.Create().SetName(name).SaveX(ctx).ID
+						}
+						c := e.Pet.Create().SetName(name).SetOwnerID(owner.ID)
+						var (
+							reported int64
+							err      error
+						)
+						if bulk {
+							u := e.Pet.CreateBulk(c).OnConflictColumns("name")
+							switch r {
+							case "UpdateNewValues":
+								u.UpdateNewValues()
+							case "Ignore":
+								u.Ignore()
+							case "DoNothing":
+								u.DoNothing()
+							case "Update":
+								u.Update(func(p *edges.PetUpsert) { p.UpdateOwnerID() })
+							}
+							err = u.Exec(ctx)
+						} else {
+							u := c.OnConflictColumns("name")
+							switch r {
+							case "UpdateNewValues":
+								u.UpdateNewValues()
+							case "Ignore":
+								u.Ignore()
+							case "DoNothing":
+								u.DoNothing()
+							case "Update":
+								u.Update(func(p *edges.PetUpsert) { p.UpdateOwnerID() })
+							}
+							reported, err = u.ID(ctx)
+						}
+						stored, found := e.scalar(t, "SELECT id FROM pets WHERE name = ?", name)
+						require.True(t, found)
+						if update && r == "DoNothing" && b.Dialect != dialect.MySQL {
+							if !bulk {
+								require.ErrorIs(t, err, stdsql.ErrNoRows)
+							} else {
+								require.NoError(t, err)
+							}
+							assert.Equal(t, existing, stored)
+							return
+						}
+						require.NoError(t, err)
+						if update {
+							assert.Equal(t, existing, stored)
+						} else {
+							mine(t, e.gen, stored)
+						}
+						if !bulk {
+							assert.Equal(t, stored, reported)
+						}
+						if !update || r != "Ignore" && r != "DoNothing" {
+							ownerID, _ := e.scalar(t, "SELECT owner_id FROM pets WHERE id = ?", stored)
+							assert.Equal(t, owner.ID, ownerID)
+						}
+					})
+				}
+			}
+		}
+	})
 }

@@ -16,7 +16,7 @@ import (
 
 func main() {
 	err := entc.Generate("./schema", &gen.Config{
-		Features: []gen.Feature{gen.FeatureUpsert},
+		Features: []gen.Feature{gen.FeatureUpsert, gen.FeaturePrivacy},
 	}, entc.Extensions(entext.New()))
 	if err != nil {
 		log.Fatal(err)

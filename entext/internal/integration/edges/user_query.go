@@ -5,6 +5,7 @@ package edges
 import (
 	"context"
 	"database/sql/driver"
+	"errors"
 	"fmt"
 	"math"
 
@@ -435,6 +436,12 @@ func (_q *UserQuery) prepareQuery(ctx context.Context) error {
 			return err
 		}
 		_q.sql = prev
+	}
+	if user.Policy == nil {
+		return errors.New("edges: uninitialized user.Policy (forgotten import edges/runtime?)")
+	}
+	if err := user.Policy.EvalQuery(ctx, _q); err != nil {
+		return err
 	}
 	return nil
 }

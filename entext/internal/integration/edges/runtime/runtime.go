@@ -3,8 +3,13 @@
 package runtime
 
 import (
+	"context"
+
 	"github.com/entflake/entflake/entext/internal/integration/edges/schema"
 	"github.com/entflake/entflake/entext/internal/integration/edges/user"
+
+	"entgo.io/ent"
+	"entgo.io/ent/privacy"
 )
 
 // The init function reads all schema descriptors with runtime code
@@ -12,10 +17,21 @@ import (
 // to their package variables.
 func init() {
 	userMixin := schema.User{}.Mixin()
+	user.Policy = privacy.NewPolicies(schema.User{})
+	user.Hooks[0] = func(next ent.Mutator) ent.Mutator {
+		return ent.MutateFunc(func(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+			if err := user.Policy.EvalMutation(ctx, m); err != nil {
+				return nil, err
+			}
+			return next.Mutate(ctx, m)
+		})
+	}
 	userMixinHooks1 := userMixin[1].Hooks()
 	userHooks := schema.User{}.Hooks()
-	user.Hooks[0] = userMixinHooks1[0]
-	user.Hooks[1] = userHooks[0]
+
+	user.Hooks[1] = userMixinHooks1[0]
+
+	user.Hooks[2] = userHooks[0]
 	userFields := schema.User{}.Fields()
 	_ = userFields
 	// userDescAge is the schema descriptor for age field.

@@ -1,8 +1,9 @@
 // Package schema is the ent schema of the tests of edges and upserts
 // (upsert_test.go): a type with every kind of edge (O2M, M2M, O2O) and a
 // unique column to upsert on, hooks of a schema and of a mixin that report
-// the id they see after the INSERT, and a mixin that composes SnowflakeID's
-// fields instead of embedding it.
+// the id they see after the INSERT, a privacy rule that reports the id it
+// sees before it, a type with an edge field, and a mixin that composes
+// SnowflakeID's fields instead of embedding it.
 package schema
 
 import (
@@ -10,6 +11,7 @@ import (
 	"sync"
 
 	"entgo.io/ent"
+	"entgo.io/ent/privacy"
 	"entgo.io/ent/schema/edge"
 	"entgo.io/ent/schema/field"
 	"entgo.io/ent/schema/mixin"
@@ -35,6 +37,15 @@ func (s *seen) Take() map[string][]int64 {
 	return ids
 }
 
+func (s *seen) record(name string, id int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ids == nil {
+		s.ids = map[string][]int64{}
+	}
+	s.ids[name] = append(s.ids[name], id)
+}
+
 // Hook returns a hook that records, under name, the id of a create's
 // mutation after next returned.
 func (s *seen) Hook(name string) ent.Hook {
@@ -44,12 +55,7 @@ func (s *seen) Hook(name string) ent.Hook {
 			if err == nil && m.Op().Is(ent.OpCreate) {
 				if im, ok := m.(interface{ ID() (int64, bool) }); ok {
 					id, _ := im.ID()
-					s.mu.Lock()
-					if s.ids == nil {
-						s.ids = map[string][]int64{}
-					}
-					s.ids[name] = append(s.ids[name], id)
-					s.mu.Unlock()
+					s.record(name, id)
 				}
 			}
 			return v, err
@@ -92,6 +98,23 @@ func (User) Edges() []ent.Edge {
 
 // Hooks of User.
 func (User) Hooks() []ent.Hook { return []ent.Hook{Seen.Hook("schema")} }
+
+// Policy of User: a mutation rule that records the id a create has when
+// the privacy layer (a hook inside entflake's) evaluates it, before the
+// INSERT.
+func (User) Policy() ent.Policy {
+	return privacy.Policy{Mutation: privacy.MutationPolicy{
+		privacy.MutationRuleFunc(func(_ context.Context, m ent.Mutation) error {
+			if m.Op().Is(ent.OpCreate) {
+				if im, ok := m.(interface{ ID() (int64, bool) }); ok {
+					id, _ := im.ID()
+					Seen.record("privacy", id)
+				}
+			}
+			return privacy.Skip
+		}),
+	}}
+}
 
 // Pet belongs to a User through an edge field.
 type Pet struct{ ent.Schema }

@@ -75,7 +75,8 @@ func ValidColumn(column string) bool {
 //
 //	import _ "github.com/entflake/entflake/entext/internal/integration/edges/runtime"
 var (
-	Hooks [2]ent.Hook
+	Hooks  [3]ent.Hook
+	Policy ent.Policy
 	// DefaultAge holds the default value on creation for the "age" field.
 	DefaultAge int
 )
