@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 
+	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"entgo.io/ent/schema/field"
 	"github.com/entflake/entflake/bench/ent/auto8"
@@ -17,6 +18,7 @@ type Auto8Create struct {
 	config
 	mutation *Auto8Mutation
 	hooks    []Hook
+	conflict []sql.ConflictOption
 }
 
 // SetK sets the "k" field.
@@ -110,6 +112,7 @@ func (_c *Auto8Create) createSpec() (*Auto8, *sqlgraph.CreateSpec) {
 		_node = &Auto8{config: _c.config}
 		_spec = sqlgraph.NewCreateSpec(auto8.Table, sqlgraph.NewFieldSpec(auto8.FieldID, field.TypeInt64))
 	)
+	_spec.OnConflict = _c.conflict
 	if id, ok := _c.mutation.ID(); ok {
 		_node.ID = id
 		_spec.ID.Value = id
@@ -125,11 +128,207 @@ func (_c *Auto8Create) createSpec() (*Auto8, *sqlgraph.CreateSpec) {
 	return _node, _spec
 }
 
+// OnConflict allows configuring the `ON CONFLICT` / `ON DUPLICATE KEY` clause
+// of the `INSERT` statement. For example:
+//
+//	client.Auto8.Create().
+//		SetK(v).
+//		OnConflict(
+//			// Update the row with the new values
+//			// the was proposed for insertion.
+//			sql.ResolveWithNewValues(),
+//		).
+//		// Override some of the fields with custom
+//		// update values.
+//		Update(func(u *ent.Auto8Upsert) {
+//			SetK(v+v).
+//		}).
+//		Exec(ctx)
+func (_c *Auto8Create) OnConflict(opts ...sql.ConflictOption) *Auto8UpsertOne {
+	_c.conflict = opts
+	return &Auto8UpsertOne{
+		create: _c,
+	}
+}
+
+// OnConflictColumns calls `OnConflict` and configures the columns
+// as conflict target. Using this option is equivalent to using:
+//
+//	client.Auto8.Create().
+//		OnConflict(sql.ConflictColumns(columns...)).
+//		Exec(ctx)
+func (_c *Auto8Create) OnConflictColumns(columns ...string) *Auto8UpsertOne {
+	_c.conflict = append(_c.conflict, sql.ConflictColumns(columns...))
+	return &Auto8UpsertOne{
+		create: _c,
+	}
+}
+
+type (
+	// Auto8UpsertOne is the builder for "upsert"-ing
+	//  one Auto8 node.
+	Auto8UpsertOne struct {
+		create *Auto8Create
+	}
+
+	// Auto8Upsert is the "OnConflict" setter.
+	Auto8Upsert struct {
+		*sql.UpdateSet
+	}
+)
+
+// SetK sets the "k" field.
+func (u *Auto8Upsert) SetK(v int64) *Auto8Upsert {
+	u.Set(auto8.FieldK, v)
+	return u
+}
+
+// UpdateK sets the "k" field to the value that was provided on create.
+func (u *Auto8Upsert) UpdateK() *Auto8Upsert {
+	u.SetExcluded(auto8.FieldK)
+	return u
+}
+
+// AddK adds v to the "k" field.
+func (u *Auto8Upsert) AddK(v int64) *Auto8Upsert {
+	u.Add(auto8.FieldK, v)
+	return u
+}
+
+// SetPayload sets the "payload" field.
+func (u *Auto8Upsert) SetPayload(v string) *Auto8Upsert {
+	u.Set(auto8.FieldPayload, v)
+	return u
+}
+
+// UpdatePayload sets the "payload" field to the value that was provided on create.
+func (u *Auto8Upsert) UpdatePayload() *Auto8Upsert {
+	u.SetExcluded(auto8.FieldPayload)
+	return u
+}
+
+// UpdateNewValues updates the mutable fields using the new values that were set on create except the ID field.
+// Using this option is equivalent to using:
+//
+//	client.Auto8.Create().
+//		OnConflict(
+//			sql.ResolveWithNewValues(),
+//			sql.ResolveWith(func(u *sql.UpdateSet) {
+//				u.SetIgnore(auto8.FieldID)
+//			}),
+//		).
+//		Exec(ctx)
+func (u *Auto8UpsertOne) UpdateNewValues() *Auto8UpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithNewValues())
+	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(s *sql.UpdateSet) {
+		if _, exists := u.create.mutation.ID(); exists {
+			s.SetIgnore(auto8.FieldID)
+		}
+	}))
+	return u
+}
+
+// Ignore sets each column to itself in case of conflict.
+// Using this option is equivalent to using:
+//
+//	client.Auto8.Create().
+//	    OnConflict(sql.ResolveWithIgnore()).
+//	    Exec(ctx)
+func (u *Auto8UpsertOne) Ignore() *Auto8UpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithIgnore())
+	return u
+}
+
+// DoNothing configures the conflict_action to `DO NOTHING`.
+// Supported only by SQLite and PostgreSQL.
+func (u *Auto8UpsertOne) DoNothing() *Auto8UpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.DoNothing())
+	return u
+}
+
+// Update allows overriding fields `UPDATE` values. See the Auto8Create.OnConflict
+// documentation for more info.
+func (u *Auto8UpsertOne) Update(set func(*Auto8Upsert)) *Auto8UpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(update *sql.UpdateSet) {
+		set(&Auto8Upsert{UpdateSet: update})
+	}))
+	return u
+}
+
+// SetK sets the "k" field.
+func (u *Auto8UpsertOne) SetK(v int64) *Auto8UpsertOne {
+	return u.Update(func(s *Auto8Upsert) {
+		s.SetK(v)
+	})
+}
+
+// AddK adds v to the "k" field.
+func (u *Auto8UpsertOne) AddK(v int64) *Auto8UpsertOne {
+	return u.Update(func(s *Auto8Upsert) {
+		s.AddK(v)
+	})
+}
+
+// UpdateK sets the "k" field to the value that was provided on create.
+func (u *Auto8UpsertOne) UpdateK() *Auto8UpsertOne {
+	return u.Update(func(s *Auto8Upsert) {
+		s.UpdateK()
+	})
+}
+
+// SetPayload sets the "payload" field.
+func (u *Auto8UpsertOne) SetPayload(v string) *Auto8UpsertOne {
+	return u.Update(func(s *Auto8Upsert) {
+		s.SetPayload(v)
+	})
+}
+
+// UpdatePayload sets the "payload" field to the value that was provided on create.
+func (u *Auto8UpsertOne) UpdatePayload() *Auto8UpsertOne {
+	return u.Update(func(s *Auto8Upsert) {
+		s.UpdatePayload()
+	})
+}
+
+// Exec executes the query.
+func (u *Auto8UpsertOne) Exec(ctx context.Context) error {
+	if len(u.create.conflict) == 0 {
+		return errors.New("ent: missing options for Auto8Create.OnConflict")
+	}
+	return u.create.Exec(ctx)
+}
+
+// ExecX is like Exec, but panics if an error occurs.
+func (u *Auto8UpsertOne) ExecX(ctx context.Context) {
+	if err := u.create.Exec(ctx); err != nil {
+		panic(err)
+	}
+}
+
+// Exec executes the UPSERT query and returns the inserted/updated ID.
+func (u *Auto8UpsertOne) ID(ctx context.Context) (id int64, err error) {
+	node, err := u.create.Save(ctx)
+	if err != nil {
+		return id, err
+	}
+	return node.ID, nil
+}
+
+// IDX is like ID, but panics if an error occurs.
+func (u *Auto8UpsertOne) IDX(ctx context.Context) int64 {
+	id, err := u.ID(ctx)
+	if err != nil {
+		panic(err)
+	}
+	return id
+}
+
 // Auto8CreateBulk is the builder for creating many Auto8 entities in bulk.
 type Auto8CreateBulk struct {
 	config
 	err      error
 	builders []*Auto8Create
+	conflict []sql.ConflictOption
 }
 
 // Save creates the Auto8 entities in the database.
@@ -158,6 +357,7 @@ func (_c *Auto8CreateBulk) Save(ctx context.Context) ([]*Auto8, error) {
 					_, err = mutators[i+1].Mutate(root, _c.builders[i+1].mutation)
 				} else {
 					spec := &sqlgraph.BatchCreateSpec{Nodes: specs}
+					spec.OnConflict = _c.conflict
 					// Invoke the actual operation on the latest mutation in the chain.
 					if err = sqlgraph.BatchCreate(ctx, _c.driver, spec); err != nil {
 						if sqlgraph.IsConstraintError(err) {
@@ -208,6 +408,155 @@ func (_c *Auto8CreateBulk) Exec(ctx context.Context) error {
 // ExecX is like Exec, but panics if an error occurs.
 func (_c *Auto8CreateBulk) ExecX(ctx context.Context) {
 	if err := _c.Exec(ctx); err != nil {
+		panic(err)
+	}
+}
+
+// OnConflict allows configuring the `ON CONFLICT` / `ON DUPLICATE KEY` clause
+// of the `INSERT` statement. For example:
+//
+//	client.Auto8.CreateBulk(builders...).
+//		OnConflict(
+//			// Update the row with the new values
+//			// the was proposed for insertion.
+//			sql.ResolveWithNewValues(),
+//		).
+//		// Override some of the fields with custom
+//		// update values.
+//		Update(func(u *ent.Auto8Upsert) {
+//			SetK(v+v).
+//		}).
+//		Exec(ctx)
+func (_c *Auto8CreateBulk) OnConflict(opts ...sql.ConflictOption) *Auto8UpsertBulk {
+	_c.conflict = opts
+	return &Auto8UpsertBulk{
+		create: _c,
+	}
+}
+
+// OnConflictColumns calls `OnConflict` and configures the columns
+// as conflict target. Using this option is equivalent to using:
+//
+//	client.Auto8.Create().
+//		OnConflict(sql.ConflictColumns(columns...)).
+//		Exec(ctx)
+func (_c *Auto8CreateBulk) OnConflictColumns(columns ...string) *Auto8UpsertBulk {
+	_c.conflict = append(_c.conflict, sql.ConflictColumns(columns...))
+	return &Auto8UpsertBulk{
+		create: _c,
+	}
+}
+
+// Auto8UpsertBulk is the builder for "upsert"-ing
+// a bulk of Auto8 nodes.
+type Auto8UpsertBulk struct {
+	create *Auto8CreateBulk
+}
+
+// UpdateNewValues updates the mutable fields using the new values that
+// were set on create. Using this option is equivalent to using:
+//
+//	client.Auto8.Create().
+//		OnConflict(
+//			sql.ResolveWithNewValues(),
+//			sql.ResolveWith(func(u *sql.UpdateSet) {
+//				u.SetIgnore(auto8.FieldID)
+//			}),
+//		).
+//		Exec(ctx)
+func (u *Auto8UpsertBulk) UpdateNewValues() *Auto8UpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithNewValues())
+	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(s *sql.UpdateSet) {
+		for _, b := range u.create.builders {
+			if _, exists := b.mutation.ID(); exists {
+				s.SetIgnore(auto8.FieldID)
+			}
+		}
+	}))
+	return u
+}
+
+// Ignore sets each column to itself in case of conflict.
+// Using this option is equivalent to using:
+//
+//	client.Auto8.Create().
+//		OnConflict(sql.ResolveWithIgnore()).
+//		Exec(ctx)
+func (u *Auto8UpsertBulk) Ignore() *Auto8UpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithIgnore())
+	return u
+}
+
+// DoNothing configures the conflict_action to `DO NOTHING`.
+// Supported only by SQLite and PostgreSQL.
+func (u *Auto8UpsertBulk) DoNothing() *Auto8UpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.DoNothing())
+	return u
+}
+
+// Update allows overriding fields `UPDATE` values. See the Auto8CreateBulk.OnConflict
+// documentation for more info.
+func (u *Auto8UpsertBulk) Update(set func(*Auto8Upsert)) *Auto8UpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(update *sql.UpdateSet) {
+		set(&Auto8Upsert{UpdateSet: update})
+	}))
+	return u
+}
+
+// SetK sets the "k" field.
+func (u *Auto8UpsertBulk) SetK(v int64) *Auto8UpsertBulk {
+	return u.Update(func(s *Auto8Upsert) {
+		s.SetK(v)
+	})
+}
+
+// AddK adds v to the "k" field.
+func (u *Auto8UpsertBulk) AddK(v int64) *Auto8UpsertBulk {
+	return u.Update(func(s *Auto8Upsert) {
+		s.AddK(v)
+	})
+}
+
+// UpdateK sets the "k" field to the value that was provided on create.
+func (u *Auto8UpsertBulk) UpdateK() *Auto8UpsertBulk {
+	return u.Update(func(s *Auto8Upsert) {
+		s.UpdateK()
+	})
+}
+
+// SetPayload sets the "payload" field.
+func (u *Auto8UpsertBulk) SetPayload(v string) *Auto8UpsertBulk {
+	return u.Update(func(s *Auto8Upsert) {
+		s.SetPayload(v)
+	})
+}
+
+// UpdatePayload sets the "payload" field to the value that was provided on create.
+func (u *Auto8UpsertBulk) UpdatePayload() *Auto8UpsertBulk {
+	return u.Update(func(s *Auto8Upsert) {
+		s.UpdatePayload()
+	})
+}
+
+// Exec executes the query.
+func (u *Auto8UpsertBulk) Exec(ctx context.Context) error {
+	if u.create.err != nil {
+		return u.create.err
+	}
+	for i, b := range u.create.builders {
+		if len(b.conflict) != 0 {
+			return fmt.Errorf("ent: OnConflict was set for builder %d. Set it on the Auto8CreateBulk instead", i)
+		}
+	}
+	if len(u.create.conflict) == 0 {
+		return errors.New("ent: missing options for Auto8CreateBulk.OnConflict")
+	}
+	return u.create.Exec(ctx)
+}
+
+// ExecX is like Exec, but panics if an error occurs.
+func (u *Auto8UpsertBulk) ExecX(ctx context.Context) {
+	if err := u.create.Exec(ctx); err != nil {
 		panic(err)
 	}
 }

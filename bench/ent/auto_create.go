@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 
+	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"entgo.io/ent/schema/field"
 	"github.com/entflake/entflake/bench/ent/auto"
@@ -17,6 +18,7 @@ type AutoCreate struct {
 	config
 	mutation *AutoMutation
 	hooks    []Hook
+	conflict []sql.ConflictOption
 }
 
 // SetK sets the "k" field.
@@ -110,6 +112,7 @@ func (_c *AutoCreate) createSpec() (*Auto, *sqlgraph.CreateSpec) {
 		_node = &Auto{config: _c.config}
 		_spec = sqlgraph.NewCreateSpec(auto.Table, sqlgraph.NewFieldSpec(auto.FieldID, field.TypeInt64))
 	)
+	_spec.OnConflict = _c.conflict
 	if id, ok := _c.mutation.ID(); ok {
 		_node.ID = id
 		_spec.ID.Value = id
@@ -125,11 +128,207 @@ func (_c *AutoCreate) createSpec() (*Auto, *sqlgraph.CreateSpec) {
 	return _node, _spec
 }
 
+// OnConflict allows configuring the `ON CONFLICT` / `ON DUPLICATE KEY` clause
+// of the `INSERT` statement. For example:
+//
+//	client.Auto.Create().
+//		SetK(v).
+//		OnConflict(
+//			// Update the row with the new values
+//			// the was proposed for insertion.
+//			sql.ResolveWithNewValues(),
+//		).
+//		// Override some of the fields with custom
+//		// update values.
+//		Update(func(u *ent.AutoUpsert) {
+//			SetK(v+v).
+//		}).
+//		Exec(ctx)
+func (_c *AutoCreate) OnConflict(opts ...sql.ConflictOption) *AutoUpsertOne {
+	_c.conflict = opts
+	return &AutoUpsertOne{
+		create: _c,
+	}
+}
+
+// OnConflictColumns calls `OnConflict` and configures the columns
+// as conflict target. Using this option is equivalent to using:
+//
+//	client.Auto.Create().
+//		OnConflict(sql.ConflictColumns(columns...)).
+//		Exec(ctx)
+func (_c *AutoCreate) OnConflictColumns(columns ...string) *AutoUpsertOne {
+	_c.conflict = append(_c.conflict, sql.ConflictColumns(columns...))
+	return &AutoUpsertOne{
+		create: _c,
+	}
+}
+
+type (
+	// AutoUpsertOne is the builder for "upsert"-ing
+	//  one Auto node.
+	AutoUpsertOne struct {
+		create *AutoCreate
+	}
+
+	// AutoUpsert is the "OnConflict" setter.
+	AutoUpsert struct {
+		*sql.UpdateSet
+	}
+)
+
+// SetK sets the "k" field.
+func (u *AutoUpsert) SetK(v int64) *AutoUpsert {
+	u.Set(auto.FieldK, v)
+	return u
+}
+
+// UpdateK sets the "k" field to the value that was provided on create.
+func (u *AutoUpsert) UpdateK() *AutoUpsert {
+	u.SetExcluded(auto.FieldK)
+	return u
+}
+
+// AddK adds v to the "k" field.
+func (u *AutoUpsert) AddK(v int64) *AutoUpsert {
+	u.Add(auto.FieldK, v)
+	return u
+}
+
+// SetPayload sets the "payload" field.
+func (u *AutoUpsert) SetPayload(v string) *AutoUpsert {
+	u.Set(auto.FieldPayload, v)
+	return u
+}
+
+// UpdatePayload sets the "payload" field to the value that was provided on create.
+func (u *AutoUpsert) UpdatePayload() *AutoUpsert {
+	u.SetExcluded(auto.FieldPayload)
+	return u
+}
+
+// UpdateNewValues updates the mutable fields using the new values that were set on create except the ID field.
+// Using this option is equivalent to using:
+//
+//	client.Auto.Create().
+//		OnConflict(
+//			sql.ResolveWithNewValues(),
+//			sql.ResolveWith(func(u *sql.UpdateSet) {
+//				u.SetIgnore(auto.FieldID)
+//			}),
+//		).
+//		Exec(ctx)
+func (u *AutoUpsertOne) UpdateNewValues() *AutoUpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithNewValues())
+	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(s *sql.UpdateSet) {
+		if _, exists := u.create.mutation.ID(); exists {
+			s.SetIgnore(auto.FieldID)
+		}
+	}))
+	return u
+}
+
+// Ignore sets each column to itself in case of conflict.
+// Using this option is equivalent to using:
+//
+//	client.Auto.Create().
+//	    OnConflict(sql.ResolveWithIgnore()).
+//	    Exec(ctx)
+func (u *AutoUpsertOne) Ignore() *AutoUpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithIgnore())
+	return u
+}
+
+// DoNothing configures the conflict_action to `DO NOTHING`.
+// Supported only by SQLite and PostgreSQL.
+func (u *AutoUpsertOne) DoNothing() *AutoUpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.DoNothing())
+	return u
+}
+
+// Update allows overriding fields `UPDATE` values. See the AutoCreate.OnConflict
+// documentation for more info.
+func (u *AutoUpsertOne) Update(set func(*AutoUpsert)) *AutoUpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(update *sql.UpdateSet) {
+		set(&AutoUpsert{UpdateSet: update})
+	}))
+	return u
+}
+
+// SetK sets the "k" field.
+func (u *AutoUpsertOne) SetK(v int64) *AutoUpsertOne {
+	return u.Update(func(s *AutoUpsert) {
+		s.SetK(v)
+	})
+}
+
+// AddK adds v to the "k" field.
+func (u *AutoUpsertOne) AddK(v int64) *AutoUpsertOne {
+	return u.Update(func(s *AutoUpsert) {
+		s.AddK(v)
+	})
+}
+
+// UpdateK sets the "k" field to the value that was provided on create.
+func (u *AutoUpsertOne) UpdateK() *AutoUpsertOne {
+	return u.Update(func(s *AutoUpsert) {
+		s.UpdateK()
+	})
+}
+
+// SetPayload sets the "payload" field.
+func (u *AutoUpsertOne) SetPayload(v string) *AutoUpsertOne {
+	return u.Update(func(s *AutoUpsert) {
+		s.SetPayload(v)
+	})
+}
+
+// UpdatePayload sets the "payload" field to the value that was provided on create.
+func (u *AutoUpsertOne) UpdatePayload() *AutoUpsertOne {
+	return u.Update(func(s *AutoUpsert) {
+		s.UpdatePayload()
+	})
+}
+
+// Exec executes the query.
+func (u *AutoUpsertOne) Exec(ctx context.Context) error {
+	if len(u.create.conflict) == 0 {
+		return errors.New("ent: missing options for AutoCreate.OnConflict")
+	}
+	return u.create.Exec(ctx)
+}
+
+// ExecX is like Exec, but panics if an error occurs.
+func (u *AutoUpsertOne) ExecX(ctx context.Context) {
+	if err := u.create.Exec(ctx); err != nil {
+		panic(err)
+	}
+}
+
+// Exec executes the UPSERT query and returns the inserted/updated ID.
+func (u *AutoUpsertOne) ID(ctx context.Context) (id int64, err error) {
+	node, err := u.create.Save(ctx)
+	if err != nil {
+		return id, err
+	}
+	return node.ID, nil
+}
+
+// IDX is like ID, but panics if an error occurs.
+func (u *AutoUpsertOne) IDX(ctx context.Context) int64 {
+	id, err := u.ID(ctx)
+	if err != nil {
+		panic(err)
+	}
+	return id
+}
+
 // AutoCreateBulk is the builder for creating many Auto entities in bulk.
 type AutoCreateBulk struct {
 	config
 	err      error
 	builders []*AutoCreate
+	conflict []sql.ConflictOption
 }
 
 // Save creates the Auto entities in the database.
@@ -158,6 +357,7 @@ func (_c *AutoCreateBulk) Save(ctx context.Context) ([]*Auto, error) {
 					_, err = mutators[i+1].Mutate(root, _c.builders[i+1].mutation)
 				} else {
 					spec := &sqlgraph.BatchCreateSpec{Nodes: specs}
+					spec.OnConflict = _c.conflict
 					// Invoke the actual operation on the latest mutation in the chain.
 					if err = sqlgraph.BatchCreate(ctx, _c.driver, spec); err != nil {
 						if sqlgraph.IsConstraintError(err) {
@@ -208,6 +408,155 @@ func (_c *AutoCreateBulk) Exec(ctx context.Context) error {
 // ExecX is like Exec, but panics if an error occurs.
 func (_c *AutoCreateBulk) ExecX(ctx context.Context) {
 	if err := _c.Exec(ctx); err != nil {
+		panic(err)
+	}
+}
+
+// OnConflict allows configuring the `ON CONFLICT` / `ON DUPLICATE KEY` clause
+// of the `INSERT` statement. For example:
+//
+//	client.Auto.CreateBulk(builders...).
+//		OnConflict(
+//			// Update the row with the new values
+//			// the was proposed for insertion.
+//			sql.ResolveWithNewValues(),
+//		).
+//		// Override some of the fields with custom
+//		// update values.
+//		Update(func(u *ent.AutoUpsert) {
+//			SetK(v+v).
+//		}).
+//		Exec(ctx)
+func (_c *AutoCreateBulk) OnConflict(opts ...sql.ConflictOption) *AutoUpsertBulk {
+	_c.conflict = opts
+	return &AutoUpsertBulk{
+		create: _c,
+	}
+}
+
+// OnConflictColumns calls `OnConflict` and configures the columns
+// as conflict target. Using this option is equivalent to using:
+//
+//	client.Auto.Create().
+//		OnConflict(sql.ConflictColumns(columns...)).
+//		Exec(ctx)
+func (_c *AutoCreateBulk) OnConflictColumns(columns ...string) *AutoUpsertBulk {
+	_c.conflict = append(_c.conflict, sql.ConflictColumns(columns...))
+	return &AutoUpsertBulk{
+		create: _c,
+	}
+}
+
+// AutoUpsertBulk is the builder for "upsert"-ing
+// a bulk of Auto nodes.
+type AutoUpsertBulk struct {
+	create *AutoCreateBulk
+}
+
+// UpdateNewValues updates the mutable fields using the new values that
+// were set on create. Using this option is equivalent to using:
+//
+//	client.Auto.Create().
+//		OnConflict(
+//			sql.ResolveWithNewValues(),
+//			sql.ResolveWith(func(u *sql.UpdateSet) {
+//				u.SetIgnore(auto.FieldID)
+//			}),
+//		).
+//		Exec(ctx)
+func (u *AutoUpsertBulk) UpdateNewValues() *AutoUpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithNewValues())
+	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(s *sql.UpdateSet) {
+		for _, b := range u.create.builders {
+			if _, exists := b.mutation.ID(); exists {
+				s.SetIgnore(auto.FieldID)
+			}
+		}
+	}))
+	return u
+}
+
+// Ignore sets each column to itself in case of conflict.
+// Using this option is equivalent to using:
+//
+//	client.Auto.Create().
+//		OnConflict(sql.ResolveWithIgnore()).
+//		Exec(ctx)
+func (u *AutoUpsertBulk) Ignore() *AutoUpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithIgnore())
+	return u
+}
+
+// DoNothing configures the conflict_action to `DO NOTHING`.
+// Supported only by SQLite and PostgreSQL.
+func (u *AutoUpsertBulk) DoNothing() *AutoUpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.DoNothing())
+	return u
+}
+
+// Update allows overriding fields `UPDATE` values. See the AutoCreateBulk.OnConflict
+// documentation for more info.
+func (u *AutoUpsertBulk) Update(set func(*AutoUpsert)) *AutoUpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(update *sql.UpdateSet) {
+		set(&AutoUpsert{UpdateSet: update})
+	}))
+	return u
+}
+
+// SetK sets the "k" field.
+func (u *AutoUpsertBulk) SetK(v int64) *AutoUpsertBulk {
+	return u.Update(func(s *AutoUpsert) {
+		s.SetK(v)
+	})
+}
+
+// AddK adds v to the "k" field.
+func (u *AutoUpsertBulk) AddK(v int64) *AutoUpsertBulk {
+	return u.Update(func(s *AutoUpsert) {
+		s.AddK(v)
+	})
+}
+
+// UpdateK sets the "k" field to the value that was provided on create.
+func (u *AutoUpsertBulk) UpdateK() *AutoUpsertBulk {
+	return u.Update(func(s *AutoUpsert) {
+		s.UpdateK()
+	})
+}
+
+// SetPayload sets the "payload" field.
+func (u *AutoUpsertBulk) SetPayload(v string) *AutoUpsertBulk {
+	return u.Update(func(s *AutoUpsert) {
+		s.SetPayload(v)
+	})
+}
+
+// UpdatePayload sets the "payload" field to the value that was provided on create.
+func (u *AutoUpsertBulk) UpdatePayload() *AutoUpsertBulk {
+	return u.Update(func(s *AutoUpsert) {
+		s.UpdatePayload()
+	})
+}
+
+// Exec executes the query.
+func (u *AutoUpsertBulk) Exec(ctx context.Context) error {
+	if u.create.err != nil {
+		return u.create.err
+	}
+	for i, b := range u.create.builders {
+		if len(b.conflict) != 0 {
+			return fmt.Errorf("ent: OnConflict was set for builder %d. Set it on the AutoCreateBulk instead", i)
+		}
+	}
+	if len(u.create.conflict) == 0 {
+		return errors.New("ent: missing options for AutoCreateBulk.OnConflict")
+	}
+	return u.create.Exec(ctx)
+}
+
+// ExecX is like Exec, but panics if an error occurs.
+func (u *AutoUpsertBulk) ExecX(ctx context.Context) {
+	if err := u.create.Exec(ctx); err != nil {
 		panic(err)
 	}
 }

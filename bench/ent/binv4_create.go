@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 
+	"entgo.io/ent/dialect"
+	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"entgo.io/ent/schema/field"
 	"github.com/entflake/entflake/bench/ent/binv4"
@@ -18,6 +20,7 @@ type BinV4Create struct {
 	config
 	mutation *BinV4Mutation
 	hooks    []Hook
+	conflict []sql.ConflictOption
 }
 
 // SetK sets the "k" field.
@@ -114,6 +117,7 @@ func (_c *BinV4Create) createSpec() (*BinV4, *sqlgraph.CreateSpec) {
 		_node = &BinV4{config: _c.config}
 		_spec = sqlgraph.NewCreateSpec(binv4.Table, sqlgraph.NewFieldSpec(binv4.FieldID, field.TypeUUID))
 	)
+	_spec.OnConflict = _c.conflict
 	if id, ok := _c.mutation.ID(); ok {
 		_node.ID = id
 		_spec.ID.Value = &id
@@ -129,11 +133,212 @@ func (_c *BinV4Create) createSpec() (*BinV4, *sqlgraph.CreateSpec) {
 	return _node, _spec
 }
 
+// OnConflict allows configuring the `ON CONFLICT` / `ON DUPLICATE KEY` clause
+// of the `INSERT` statement. For example:
+//
+//	client.BinV4.Create().
+//		SetK(v).
+//		OnConflict(
+//			// Update the row with the new values
+//			// the was proposed for insertion.
+//			sql.ResolveWithNewValues(),
+//		).
+//		// Override some of the fields with custom
+//		// update values.
+//		Update(func(u *ent.BinV4Upsert) {
+//			SetK(v+v).
+//		}).
+//		Exec(ctx)
+func (_c *BinV4Create) OnConflict(opts ...sql.ConflictOption) *BinV4UpsertOne {
+	_c.conflict = opts
+	return &BinV4UpsertOne{
+		create: _c,
+	}
+}
+
+// OnConflictColumns calls `OnConflict` and configures the columns
+// as conflict target. Using this option is equivalent to using:
+//
+//	client.BinV4.Create().
+//		OnConflict(sql.ConflictColumns(columns...)).
+//		Exec(ctx)
+func (_c *BinV4Create) OnConflictColumns(columns ...string) *BinV4UpsertOne {
+	_c.conflict = append(_c.conflict, sql.ConflictColumns(columns...))
+	return &BinV4UpsertOne{
+		create: _c,
+	}
+}
+
+type (
+	// BinV4UpsertOne is the builder for "upsert"-ing
+	//  one BinV4 node.
+	BinV4UpsertOne struct {
+		create *BinV4Create
+	}
+
+	// BinV4Upsert is the "OnConflict" setter.
+	BinV4Upsert struct {
+		*sql.UpdateSet
+	}
+)
+
+// SetK sets the "k" field.
+func (u *BinV4Upsert) SetK(v int64) *BinV4Upsert {
+	u.Set(binv4.FieldK, v)
+	return u
+}
+
+// UpdateK sets the "k" field to the value that was provided on create.
+func (u *BinV4Upsert) UpdateK() *BinV4Upsert {
+	u.SetExcluded(binv4.FieldK)
+	return u
+}
+
+// AddK adds v to the "k" field.
+func (u *BinV4Upsert) AddK(v int64) *BinV4Upsert {
+	u.Add(binv4.FieldK, v)
+	return u
+}
+
+// SetPayload sets the "payload" field.
+func (u *BinV4Upsert) SetPayload(v string) *BinV4Upsert {
+	u.Set(binv4.FieldPayload, v)
+	return u
+}
+
+// UpdatePayload sets the "payload" field to the value that was provided on create.
+func (u *BinV4Upsert) UpdatePayload() *BinV4Upsert {
+	u.SetExcluded(binv4.FieldPayload)
+	return u
+}
+
+// UpdateNewValues updates the mutable fields using the new values that were set on create except the ID field.
+// Using this option is equivalent to using:
+//
+//	client.BinV4.Create().
+//		OnConflict(
+//			sql.ResolveWithNewValues(),
+//			sql.ResolveWith(func(u *sql.UpdateSet) {
+//				u.SetIgnore(binv4.FieldID)
+//			}),
+//		).
+//		Exec(ctx)
+func (u *BinV4UpsertOne) UpdateNewValues() *BinV4UpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithNewValues())
+	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(s *sql.UpdateSet) {
+		if _, exists := u.create.mutation.ID(); exists {
+			s.SetIgnore(binv4.FieldID)
+		}
+	}))
+	return u
+}
+
+// Ignore sets each column to itself in case of conflict.
+// Using this option is equivalent to using:
+//
+//	client.BinV4.Create().
+//	    OnConflict(sql.ResolveWithIgnore()).
+//	    Exec(ctx)
+func (u *BinV4UpsertOne) Ignore() *BinV4UpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithIgnore())
+	return u
+}
+
+// DoNothing configures the conflict_action to `DO NOTHING`.
+// Supported only by SQLite and PostgreSQL.
+func (u *BinV4UpsertOne) DoNothing() *BinV4UpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.DoNothing())
+	return u
+}
+
+// Update allows overriding fields `UPDATE` values. See the BinV4Create.OnConflict
+// documentation for more info.
+func (u *BinV4UpsertOne) Update(set func(*BinV4Upsert)) *BinV4UpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(update *sql.UpdateSet) {
+		set(&BinV4Upsert{UpdateSet: update})
+	}))
+	return u
+}
+
+// SetK sets the "k" field.
+func (u *BinV4UpsertOne) SetK(v int64) *BinV4UpsertOne {
+	return u.Update(func(s *BinV4Upsert) {
+		s.SetK(v)
+	})
+}
+
+// AddK adds v to the "k" field.
+func (u *BinV4UpsertOne) AddK(v int64) *BinV4UpsertOne {
+	return u.Update(func(s *BinV4Upsert) {
+		s.AddK(v)
+	})
+}
+
+// UpdateK sets the "k" field to the value that was provided on create.
+func (u *BinV4UpsertOne) UpdateK() *BinV4UpsertOne {
+	return u.Update(func(s *BinV4Upsert) {
+		s.UpdateK()
+	})
+}
+
+// SetPayload sets the "payload" field.
+func (u *BinV4UpsertOne) SetPayload(v string) *BinV4UpsertOne {
+	return u.Update(func(s *BinV4Upsert) {
+		s.SetPayload(v)
+	})
+}
+
+// UpdatePayload sets the "payload" field to the value that was provided on create.
+func (u *BinV4UpsertOne) UpdatePayload() *BinV4UpsertOne {
+	return u.Update(func(s *BinV4Upsert) {
+		s.UpdatePayload()
+	})
+}
+
+// Exec executes the query.
+func (u *BinV4UpsertOne) Exec(ctx context.Context) error {
+	if len(u.create.conflict) == 0 {
+		return errors.New("ent: missing options for BinV4Create.OnConflict")
+	}
+	return u.create.Exec(ctx)
+}
+
+// ExecX is like Exec, but panics if an error occurs.
+func (u *BinV4UpsertOne) ExecX(ctx context.Context) {
+	if err := u.create.Exec(ctx); err != nil {
+		panic(err)
+	}
+}
+
+// Exec executes the UPSERT query and returns the inserted/updated ID.
+func (u *BinV4UpsertOne) ID(ctx context.Context) (id keys.BinUUID, err error) {
+	if u.create.driver.Dialect() == dialect.MySQL {
+		// In case of "ON CONFLICT", there is no way to get back non-numeric ID
+		// fields from the database since MySQL does not support the RETURNING clause.
+		return id, errors.New("ent: BinV4UpsertOne.ID is not supported by MySQL driver. Use BinV4UpsertOne.Exec instead")
+	}
+	node, err := u.create.Save(ctx)
+	if err != nil {
+		return id, err
+	}
+	return node.ID, nil
+}
+
+// IDX is like ID, but panics if an error occurs.
+func (u *BinV4UpsertOne) IDX(ctx context.Context) keys.BinUUID {
+	id, err := u.ID(ctx)
+	if err != nil {
+		panic(err)
+	}
+	return id
+}
+
 // BinV4CreateBulk is the builder for creating many BinV4 entities in bulk.
 type BinV4CreateBulk struct {
 	config
 	err      error
 	builders []*BinV4Create
+	conflict []sql.ConflictOption
 }
 
 // Save creates the BinV4 entities in the database.
@@ -162,6 +367,7 @@ func (_c *BinV4CreateBulk) Save(ctx context.Context) ([]*BinV4, error) {
 					_, err = mutators[i+1].Mutate(root, _c.builders[i+1].mutation)
 				} else {
 					spec := &sqlgraph.BatchCreateSpec{Nodes: specs}
+					spec.OnConflict = _c.conflict
 					// Invoke the actual operation on the latest mutation in the chain.
 					if err = sqlgraph.BatchCreate(ctx, _c.driver, spec); err != nil {
 						if sqlgraph.IsConstraintError(err) {
@@ -208,6 +414,155 @@ func (_c *BinV4CreateBulk) Exec(ctx context.Context) error {
 // ExecX is like Exec, but panics if an error occurs.
 func (_c *BinV4CreateBulk) ExecX(ctx context.Context) {
 	if err := _c.Exec(ctx); err != nil {
+		panic(err)
+	}
+}
+
+// OnConflict allows configuring the `ON CONFLICT` / `ON DUPLICATE KEY` clause
+// of the `INSERT` statement. For example:
+//
+//	client.BinV4.CreateBulk(builders...).
+//		OnConflict(
+//			// Update the row with the new values
+//			// the was proposed for insertion.
+//			sql.ResolveWithNewValues(),
+//		).
+//		// Override some of the fields with custom
+//		// update values.
+//		Update(func(u *ent.BinV4Upsert) {
+//			SetK(v+v).
+//		}).
+//		Exec(ctx)
+func (_c *BinV4CreateBulk) OnConflict(opts ...sql.ConflictOption) *BinV4UpsertBulk {
+	_c.conflict = opts
+	return &BinV4UpsertBulk{
+		create: _c,
+	}
+}
+
+// OnConflictColumns calls `OnConflict` and configures the columns
+// as conflict target. Using this option is equivalent to using:
+//
+//	client.BinV4.Create().
+//		OnConflict(sql.ConflictColumns(columns...)).
+//		Exec(ctx)
+func (_c *BinV4CreateBulk) OnConflictColumns(columns ...string) *BinV4UpsertBulk {
+	_c.conflict = append(_c.conflict, sql.ConflictColumns(columns...))
+	return &BinV4UpsertBulk{
+		create: _c,
+	}
+}
+
+// BinV4UpsertBulk is the builder for "upsert"-ing
+// a bulk of BinV4 nodes.
+type BinV4UpsertBulk struct {
+	create *BinV4CreateBulk
+}
+
+// UpdateNewValues updates the mutable fields using the new values that
+// were set on create. Using this option is equivalent to using:
+//
+//	client.BinV4.Create().
+//		OnConflict(
+//			sql.ResolveWithNewValues(),
+//			sql.ResolveWith(func(u *sql.UpdateSet) {
+//				u.SetIgnore(binv4.FieldID)
+//			}),
+//		).
+//		Exec(ctx)
+func (u *BinV4UpsertBulk) UpdateNewValues() *BinV4UpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithNewValues())
+	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(s *sql.UpdateSet) {
+		for _, b := range u.create.builders {
+			if _, exists := b.mutation.ID(); exists {
+				s.SetIgnore(binv4.FieldID)
+			}
+		}
+	}))
+	return u
+}
+
+// Ignore sets each column to itself in case of conflict.
+// Using this option is equivalent to using:
+//
+//	client.BinV4.Create().
+//		OnConflict(sql.ResolveWithIgnore()).
+//		Exec(ctx)
+func (u *BinV4UpsertBulk) Ignore() *BinV4UpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithIgnore())
+	return u
+}
+
+// DoNothing configures the conflict_action to `DO NOTHING`.
+// Supported only by SQLite and PostgreSQL.
+func (u *BinV4UpsertBulk) DoNothing() *BinV4UpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.DoNothing())
+	return u
+}
+
+// Update allows overriding fields `UPDATE` values. See the BinV4CreateBulk.OnConflict
+// documentation for more info.
+func (u *BinV4UpsertBulk) Update(set func(*BinV4Upsert)) *BinV4UpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(update *sql.UpdateSet) {
+		set(&BinV4Upsert{UpdateSet: update})
+	}))
+	return u
+}
+
+// SetK sets the "k" field.
+func (u *BinV4UpsertBulk) SetK(v int64) *BinV4UpsertBulk {
+	return u.Update(func(s *BinV4Upsert) {
+		s.SetK(v)
+	})
+}
+
+// AddK adds v to the "k" field.
+func (u *BinV4UpsertBulk) AddK(v int64) *BinV4UpsertBulk {
+	return u.Update(func(s *BinV4Upsert) {
+		s.AddK(v)
+	})
+}
+
+// UpdateK sets the "k" field to the value that was provided on create.
+func (u *BinV4UpsertBulk) UpdateK() *BinV4UpsertBulk {
+	return u.Update(func(s *BinV4Upsert) {
+		s.UpdateK()
+	})
+}
+
+// SetPayload sets the "payload" field.
+func (u *BinV4UpsertBulk) SetPayload(v string) *BinV4UpsertBulk {
+	return u.Update(func(s *BinV4Upsert) {
+		s.SetPayload(v)
+	})
+}
+
+// UpdatePayload sets the "payload" field to the value that was provided on create.
+func (u *BinV4UpsertBulk) UpdatePayload() *BinV4UpsertBulk {
+	return u.Update(func(s *BinV4Upsert) {
+		s.UpdatePayload()
+	})
+}
+
+// Exec executes the query.
+func (u *BinV4UpsertBulk) Exec(ctx context.Context) error {
+	if u.create.err != nil {
+		return u.create.err
+	}
+	for i, b := range u.create.builders {
+		if len(b.conflict) != 0 {
+			return fmt.Errorf("ent: OnConflict was set for builder %d. Set it on the BinV4CreateBulk instead", i)
+		}
+	}
+	if len(u.create.conflict) == 0 {
+		return errors.New("ent: missing options for BinV4CreateBulk.OnConflict")
+	}
+	return u.create.Exec(ctx)
+}
+
+// ExecX is like Exec, but panics if an error occurs.
+func (u *BinV4UpsertBulk) ExecX(ctx context.Context) {
+	if err := u.create.Exec(ctx); err != nil {
 		panic(err)
 	}
 }

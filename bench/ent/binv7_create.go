@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 
+	"entgo.io/ent/dialect"
+	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"entgo.io/ent/schema/field"
 	"github.com/entflake/entflake/bench/ent/binv7"
@@ -18,6 +20,7 @@ type BinV7Create struct {
 	config
 	mutation *BinV7Mutation
 	hooks    []Hook
+	conflict []sql.ConflictOption
 }
 
 // SetK sets the "k" field.
@@ -114,6 +117,7 @@ func (_c *BinV7Create) createSpec() (*BinV7, *sqlgraph.CreateSpec) {
 		_node = &BinV7{config: _c.config}
 		_spec = sqlgraph.NewCreateSpec(binv7.Table, sqlgraph.NewFieldSpec(binv7.FieldID, field.TypeUUID))
 	)
+	_spec.OnConflict = _c.conflict
 	if id, ok := _c.mutation.ID(); ok {
 		_node.ID = id
 		_spec.ID.Value = &id
@@ -129,11 +133,212 @@ func (_c *BinV7Create) createSpec() (*BinV7, *sqlgraph.CreateSpec) {
 	return _node, _spec
 }
 
+// OnConflict allows configuring the `ON CONFLICT` / `ON DUPLICATE KEY` clause
+// of the `INSERT` statement. For example:
+//
+//	client.BinV7.Create().
+//		SetK(v).
+//		OnConflict(
+//			// Update the row with the new values
+//			// the was proposed for insertion.
+//			sql.ResolveWithNewValues(),
+//		).
+//		// Override some of the fields with custom
+//		// update values.
+//		Update(func(u *ent.BinV7Upsert) {
+//			SetK(v+v).
+//		}).
+//		Exec(ctx)
+func (_c *BinV7Create) OnConflict(opts ...sql.ConflictOption) *BinV7UpsertOne {
+	_c.conflict = opts
+	return &BinV7UpsertOne{
+		create: _c,
+	}
+}
+
+// OnConflictColumns calls `OnConflict` and configures the columns
+// as conflict target. Using this option is equivalent to using:
+//
+//	client.BinV7.Create().
+//		OnConflict(sql.ConflictColumns(columns...)).
+//		Exec(ctx)
+func (_c *BinV7Create) OnConflictColumns(columns ...string) *BinV7UpsertOne {
+	_c.conflict = append(_c.conflict, sql.ConflictColumns(columns...))
+	return &BinV7UpsertOne{
+		create: _c,
+	}
+}
+
+type (
+	// BinV7UpsertOne is the builder for "upsert"-ing
+	//  one BinV7 node.
+	BinV7UpsertOne struct {
+		create *BinV7Create
+	}
+
+	// BinV7Upsert is the "OnConflict" setter.
+	BinV7Upsert struct {
+		*sql.UpdateSet
+	}
+)
+
+// SetK sets the "k" field.
+func (u *BinV7Upsert) SetK(v int64) *BinV7Upsert {
+	u.Set(binv7.FieldK, v)
+	return u
+}
+
+// UpdateK sets the "k" field to the value that was provided on create.
+func (u *BinV7Upsert) UpdateK() *BinV7Upsert {
+	u.SetExcluded(binv7.FieldK)
+	return u
+}
+
+// AddK adds v to the "k" field.
+func (u *BinV7Upsert) AddK(v int64) *BinV7Upsert {
+	u.Add(binv7.FieldK, v)
+	return u
+}
+
+// SetPayload sets the "payload" field.
+func (u *BinV7Upsert) SetPayload(v string) *BinV7Upsert {
+	u.Set(binv7.FieldPayload, v)
+	return u
+}
+
+// UpdatePayload sets the "payload" field to the value that was provided on create.
+func (u *BinV7Upsert) UpdatePayload() *BinV7Upsert {
+	u.SetExcluded(binv7.FieldPayload)
+	return u
+}
+
+// UpdateNewValues updates the mutable fields using the new values that were set on create except the ID field.
+// Using this option is equivalent to using:
+//
+//	client.BinV7.Create().
+//		OnConflict(
+//			sql.ResolveWithNewValues(),
+//			sql.ResolveWith(func(u *sql.UpdateSet) {
+//				u.SetIgnore(binv7.FieldID)
+//			}),
+//		).
+//		Exec(ctx)
+func (u *BinV7UpsertOne) UpdateNewValues() *BinV7UpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithNewValues())
+	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(s *sql.UpdateSet) {
+		if _, exists := u.create.mutation.ID(); exists {
+			s.SetIgnore(binv7.FieldID)
+		}
+	}))
+	return u
+}
+
+// Ignore sets each column to itself in case of conflict.
+// Using this option is equivalent to using:
+//
+//	client.BinV7.Create().
+//	    OnConflict(sql.ResolveWithIgnore()).
+//	    Exec(ctx)
+func (u *BinV7UpsertOne) Ignore() *BinV7UpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithIgnore())
+	return u
+}
+
+// DoNothing configures the conflict_action to `DO NOTHING`.
+// Supported only by SQLite and PostgreSQL.
+func (u *BinV7UpsertOne) DoNothing() *BinV7UpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.DoNothing())
+	return u
+}
+
+// Update allows overriding fields `UPDATE` values. See the BinV7Create.OnConflict
+// documentation for more info.
+func (u *BinV7UpsertOne) Update(set func(*BinV7Upsert)) *BinV7UpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(update *sql.UpdateSet) {
+		set(&BinV7Upsert{UpdateSet: update})
+	}))
+	return u
+}
+
+// SetK sets the "k" field.
+func (u *BinV7UpsertOne) SetK(v int64) *BinV7UpsertOne {
+	return u.Update(func(s *BinV7Upsert) {
+		s.SetK(v)
+	})
+}
+
+// AddK adds v to the "k" field.
+func (u *BinV7UpsertOne) AddK(v int64) *BinV7UpsertOne {
+	return u.Update(func(s *BinV7Upsert) {
+		s.AddK(v)
+	})
+}
+
+// UpdateK sets the "k" field to the value that was provided on create.
+func (u *BinV7UpsertOne) UpdateK() *BinV7UpsertOne {
+	return u.Update(func(s *BinV7Upsert) {
+		s.UpdateK()
+	})
+}
+
+// SetPayload sets the "payload" field.
+func (u *BinV7UpsertOne) SetPayload(v string) *BinV7UpsertOne {
+	return u.Update(func(s *BinV7Upsert) {
+		s.SetPayload(v)
+	})
+}
+
+// UpdatePayload sets the "payload" field to the value that was provided on create.
+func (u *BinV7UpsertOne) UpdatePayload() *BinV7UpsertOne {
+	return u.Update(func(s *BinV7Upsert) {
+		s.UpdatePayload()
+	})
+}
+
+// Exec executes the query.
+func (u *BinV7UpsertOne) Exec(ctx context.Context) error {
+	if len(u.create.conflict) == 0 {
+		return errors.New("ent: missing options for BinV7Create.OnConflict")
+	}
+	return u.create.Exec(ctx)
+}
+
+// ExecX is like Exec, but panics if an error occurs.
+func (u *BinV7UpsertOne) ExecX(ctx context.Context) {
+	if err := u.create.Exec(ctx); err != nil {
+		panic(err)
+	}
+}
+
+// Exec executes the UPSERT query and returns the inserted/updated ID.
+func (u *BinV7UpsertOne) ID(ctx context.Context) (id keys.BinUUID, err error) {
+	if u.create.driver.Dialect() == dialect.MySQL {
+		// In case of "ON CONFLICT", there is no way to get back non-numeric ID
+		// fields from the database since MySQL does not support the RETURNING clause.
+		return id, errors.New("ent: BinV7UpsertOne.ID is not supported by MySQL driver. Use BinV7UpsertOne.Exec instead")
+	}
+	node, err := u.create.Save(ctx)
+	if err != nil {
+		return id, err
+	}
+	return node.ID, nil
+}
+
+// IDX is like ID, but panics if an error occurs.
+func (u *BinV7UpsertOne) IDX(ctx context.Context) keys.BinUUID {
+	id, err := u.ID(ctx)
+	if err != nil {
+		panic(err)
+	}
+	return id
+}
+
 // BinV7CreateBulk is the builder for creating many BinV7 entities in bulk.
 type BinV7CreateBulk struct {
 	config
 	err      error
 	builders []*BinV7Create
+	conflict []sql.ConflictOption
 }
 
 // Save creates the BinV7 entities in the database.
@@ -162,6 +367,7 @@ func (_c *BinV7CreateBulk) Save(ctx context.Context) ([]*BinV7, error) {
 					_, err = mutators[i+1].Mutate(root, _c.builders[i+1].mutation)
 				} else {
 					spec := &sqlgraph.BatchCreateSpec{Nodes: specs}
+					spec.OnConflict = _c.conflict
 					// Invoke the actual operation on the latest mutation in the chain.
 					if err = sqlgraph.BatchCreate(ctx, _c.driver, spec); err != nil {
 						if sqlgraph.IsConstraintError(err) {
@@ -208,6 +414,155 @@ func (_c *BinV7CreateBulk) Exec(ctx context.Context) error {
 // ExecX is like Exec, but panics if an error occurs.
 func (_c *BinV7CreateBulk) ExecX(ctx context.Context) {
 	if err := _c.Exec(ctx); err != nil {
+		panic(err)
+	}
+}
+
+// OnConflict allows configuring the `ON CONFLICT` / `ON DUPLICATE KEY` clause
+// of the `INSERT` statement. For example:
+//
+//	client.BinV7.CreateBulk(builders...).
+//		OnConflict(
+//			// Update the row with the new values
+//			// the was proposed for insertion.
+//			sql.ResolveWithNewValues(),
+//		).
+//		// Override some of the fields with custom
+//		// update values.
+//		Update(func(u *ent.BinV7Upsert) {
+//			SetK(v+v).
+//		}).
+//		Exec(ctx)
+func (_c *BinV7CreateBulk) OnConflict(opts ...sql.ConflictOption) *BinV7UpsertBulk {
+	_c.conflict = opts
+	return &BinV7UpsertBulk{
+		create: _c,
+	}
+}
+
+// OnConflictColumns calls `OnConflict` and configures the columns
+// as conflict target. Using this option is equivalent to using:
+//
+//	client.BinV7.Create().
+//		OnConflict(sql.ConflictColumns(columns...)).
+//		Exec(ctx)
+func (_c *BinV7CreateBulk) OnConflictColumns(columns ...string) *BinV7UpsertBulk {
+	_c.conflict = append(_c.conflict, sql.ConflictColumns(columns...))
+	return &BinV7UpsertBulk{
+		create: _c,
+	}
+}
+
+// BinV7UpsertBulk is the builder for "upsert"-ing
+// a bulk of BinV7 nodes.
+type BinV7UpsertBulk struct {
+	create *BinV7CreateBulk
+}
+
+// UpdateNewValues updates the mutable fields using the new values that
+// were set on create. Using this option is equivalent to using:
+//
+//	client.BinV7.Create().
+//		OnConflict(
+//			sql.ResolveWithNewValues(),
+//			sql.ResolveWith(func(u *sql.UpdateSet) {
+//				u.SetIgnore(binv7.FieldID)
+//			}),
+//		).
+//		Exec(ctx)
+func (u *BinV7UpsertBulk) UpdateNewValues() *BinV7UpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithNewValues())
+	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(s *sql.UpdateSet) {
+		for _, b := range u.create.builders {
+			if _, exists := b.mutation.ID(); exists {
+				s.SetIgnore(binv7.FieldID)
+			}
+		}
+	}))
+	return u
+}
+
+// Ignore sets each column to itself in case of conflict.
+// Using this option is equivalent to using:
+//
+//	client.BinV7.Create().
+//		OnConflict(sql.ResolveWithIgnore()).
+//		Exec(ctx)
+func (u *BinV7UpsertBulk) Ignore() *BinV7UpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithIgnore())
+	return u
+}
+
+// DoNothing configures the conflict_action to `DO NOTHING`.
+// Supported only by SQLite and PostgreSQL.
+func (u *BinV7UpsertBulk) DoNothing() *BinV7UpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.DoNothing())
+	return u
+}
+
+// Update allows overriding fields `UPDATE` values. See the BinV7CreateBulk.OnConflict
+// documentation for more info.
+func (u *BinV7UpsertBulk) Update(set func(*BinV7Upsert)) *BinV7UpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(update *sql.UpdateSet) {
+		set(&BinV7Upsert{UpdateSet: update})
+	}))
+	return u
+}
+
+// SetK sets the "k" field.
+func (u *BinV7UpsertBulk) SetK(v int64) *BinV7UpsertBulk {
+	return u.Update(func(s *BinV7Upsert) {
+		s.SetK(v)
+	})
+}
+
+// AddK adds v to the "k" field.
+func (u *BinV7UpsertBulk) AddK(v int64) *BinV7UpsertBulk {
+	return u.Update(func(s *BinV7Upsert) {
+		s.AddK(v)
+	})
+}
+
+// UpdateK sets the "k" field to the value that was provided on create.
+func (u *BinV7UpsertBulk) UpdateK() *BinV7UpsertBulk {
+	return u.Update(func(s *BinV7Upsert) {
+		s.UpdateK()
+	})
+}
+
+// SetPayload sets the "payload" field.
+func (u *BinV7UpsertBulk) SetPayload(v string) *BinV7UpsertBulk {
+	return u.Update(func(s *BinV7Upsert) {
+		s.SetPayload(v)
+	})
+}
+
+// UpdatePayload sets the "payload" field to the value that was provided on create.
+func (u *BinV7UpsertBulk) UpdatePayload() *BinV7UpsertBulk {
+	return u.Update(func(s *BinV7Upsert) {
+		s.UpdatePayload()
+	})
+}
+
+// Exec executes the query.
+func (u *BinV7UpsertBulk) Exec(ctx context.Context) error {
+	if u.create.err != nil {
+		return u.create.err
+	}
+	for i, b := range u.create.builders {
+		if len(b.conflict) != 0 {
+			return fmt.Errorf("ent: OnConflict was set for builder %d. Set it on the BinV7CreateBulk instead", i)
+		}
+	}
+	if len(u.create.conflict) == 0 {
+		return errors.New("ent: missing options for BinV7CreateBulk.OnConflict")
+	}
+	return u.create.Exec(ctx)
+}
+
+// ExecX is like Exec, but panics if an error occurs.
+func (u *BinV7UpsertBulk) ExecX(ctx context.Context) {
+	if err := u.create.Exec(ctx); err != nil {
 		panic(err)
 	}
 }

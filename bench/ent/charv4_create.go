@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 
+	"entgo.io/ent/dialect"
+	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"entgo.io/ent/schema/field"
 	"github.com/entflake/entflake/bench/ent/charv4"
@@ -18,6 +20,7 @@ type CharV4Create struct {
 	config
 	mutation *CharV4Mutation
 	hooks    []Hook
+	conflict []sql.ConflictOption
 }
 
 // SetK sets the "k" field.
@@ -114,6 +117,7 @@ func (_c *CharV4Create) createSpec() (*CharV4, *sqlgraph.CreateSpec) {
 		_node = &CharV4{config: _c.config}
 		_spec = sqlgraph.NewCreateSpec(charv4.Table, sqlgraph.NewFieldSpec(charv4.FieldID, field.TypeUUID))
 	)
+	_spec.OnConflict = _c.conflict
 	if id, ok := _c.mutation.ID(); ok {
 		_node.ID = id
 		_spec.ID.Value = &id
@@ -129,11 +133,212 @@ func (_c *CharV4Create) createSpec() (*CharV4, *sqlgraph.CreateSpec) {
 	return _node, _spec
 }
 
+// OnConflict allows configuring the `ON CONFLICT` / `ON DUPLICATE KEY` clause
+// of the `INSERT` statement. For example:
+//
+//	client.CharV4.Create().
+//		SetK(v).
+//		OnConflict(
+//			// Update the row with the new values
+//			// the was proposed for insertion.
+//			sql.ResolveWithNewValues(),
+//		).
+//		// Override some of the fields with custom
+//		// update values.
+//		Update(func(u *ent.CharV4Upsert) {
+//			SetK(v+v).
+//		}).
+//		Exec(ctx)
+func (_c *CharV4Create) OnConflict(opts ...sql.ConflictOption) *CharV4UpsertOne {
+	_c.conflict = opts
+	return &CharV4UpsertOne{
+		create: _c,
+	}
+}
+
+// OnConflictColumns calls `OnConflict` and configures the columns
+// as conflict target. Using this option is equivalent to using:
+//
+//	client.CharV4.Create().
+//		OnConflict(sql.ConflictColumns(columns...)).
+//		Exec(ctx)
+func (_c *CharV4Create) OnConflictColumns(columns ...string) *CharV4UpsertOne {
+	_c.conflict = append(_c.conflict, sql.ConflictColumns(columns...))
+	return &CharV4UpsertOne{
+		create: _c,
+	}
+}
+
+type (
+	// CharV4UpsertOne is the builder for "upsert"-ing
+	//  one CharV4 node.
+	CharV4UpsertOne struct {
+		create *CharV4Create
+	}
+
+	// CharV4Upsert is the "OnConflict" setter.
+	CharV4Upsert struct {
+		*sql.UpdateSet
+	}
+)
+
+// SetK sets the "k" field.
+func (u *CharV4Upsert) SetK(v int64) *CharV4Upsert {
+	u.Set(charv4.FieldK, v)
+	return u
+}
+
+// UpdateK sets the "k" field to the value that was provided on create.
+func (u *CharV4Upsert) UpdateK() *CharV4Upsert {
+	u.SetExcluded(charv4.FieldK)
+	return u
+}
+
+// AddK adds v to the "k" field.
+func (u *CharV4Upsert) AddK(v int64) *CharV4Upsert {
+	u.Add(charv4.FieldK, v)
+	return u
+}
+
+// SetPayload sets the "payload" field.
+func (u *CharV4Upsert) SetPayload(v string) *CharV4Upsert {
+	u.Set(charv4.FieldPayload, v)
+	return u
+}
+
+// UpdatePayload sets the "payload" field to the value that was provided on create.
+func (u *CharV4Upsert) UpdatePayload() *CharV4Upsert {
+	u.SetExcluded(charv4.FieldPayload)
+	return u
+}
+
+// UpdateNewValues updates the mutable fields using the new values that were set on create except the ID field.
+// Using this option is equivalent to using:
+//
+//	client.CharV4.Create().
+//		OnConflict(
+//			sql.ResolveWithNewValues(),
+//			sql.ResolveWith(func(u *sql.UpdateSet) {
+//				u.SetIgnore(charv4.FieldID)
+//			}),
+//		).
+//		Exec(ctx)
+func (u *CharV4UpsertOne) UpdateNewValues() *CharV4UpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithNewValues())
+	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(s *sql.UpdateSet) {
+		if _, exists := u.create.mutation.ID(); exists {
+			s.SetIgnore(charv4.FieldID)
+		}
+	}))
+	return u
+}
+
+// Ignore sets each column to itself in case of conflict.
+// Using this option is equivalent to using:
+//
+//	client.CharV4.Create().
+//	    OnConflict(sql.ResolveWithIgnore()).
+//	    Exec(ctx)
+func (u *CharV4UpsertOne) Ignore() *CharV4UpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithIgnore())
+	return u
+}
+
+// DoNothing configures the conflict_action to `DO NOTHING`.
+// Supported only by SQLite and PostgreSQL.
+func (u *CharV4UpsertOne) DoNothing() *CharV4UpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.DoNothing())
+	return u
+}
+
+// Update allows overriding fields `UPDATE` values. See the CharV4Create.OnConflict
+// documentation for more info.
+func (u *CharV4UpsertOne) Update(set func(*CharV4Upsert)) *CharV4UpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(update *sql.UpdateSet) {
+		set(&CharV4Upsert{UpdateSet: update})
+	}))
+	return u
+}
+
+// SetK sets the "k" field.
+func (u *CharV4UpsertOne) SetK(v int64) *CharV4UpsertOne {
+	return u.Update(func(s *CharV4Upsert) {
+		s.SetK(v)
+	})
+}
+
+// AddK adds v to the "k" field.
+func (u *CharV4UpsertOne) AddK(v int64) *CharV4UpsertOne {
+	return u.Update(func(s *CharV4Upsert) {
+		s.AddK(v)
+	})
+}
+
+// UpdateK sets the "k" field to the value that was provided on create.
+func (u *CharV4UpsertOne) UpdateK() *CharV4UpsertOne {
+	return u.Update(func(s *CharV4Upsert) {
+		s.UpdateK()
+	})
+}
+
+// SetPayload sets the "payload" field.
+func (u *CharV4UpsertOne) SetPayload(v string) *CharV4UpsertOne {
+	return u.Update(func(s *CharV4Upsert) {
+		s.SetPayload(v)
+	})
+}
+
+// UpdatePayload sets the "payload" field to the value that was provided on create.
+func (u *CharV4UpsertOne) UpdatePayload() *CharV4UpsertOne {
+	return u.Update(func(s *CharV4Upsert) {
+		s.UpdatePayload()
+	})
+}
+
+// Exec executes the query.
+func (u *CharV4UpsertOne) Exec(ctx context.Context) error {
+	if len(u.create.conflict) == 0 {
+		return errors.New("ent: missing options for CharV4Create.OnConflict")
+	}
+	return u.create.Exec(ctx)
+}
+
+// ExecX is like Exec, but panics if an error occurs.
+func (u *CharV4UpsertOne) ExecX(ctx context.Context) {
+	if err := u.create.Exec(ctx); err != nil {
+		panic(err)
+	}
+}
+
+// Exec executes the UPSERT query and returns the inserted/updated ID.
+func (u *CharV4UpsertOne) ID(ctx context.Context) (id uuid.UUID, err error) {
+	if u.create.driver.Dialect() == dialect.MySQL {
+		// In case of "ON CONFLICT", there is no way to get back non-numeric ID
+		// fields from the database since MySQL does not support the RETURNING clause.
+		return id, errors.New("ent: CharV4UpsertOne.ID is not supported by MySQL driver. Use CharV4UpsertOne.Exec instead")
+	}
+	node, err := u.create.Save(ctx)
+	if err != nil {
+		return id, err
+	}
+	return node.ID, nil
+}
+
+// IDX is like ID, but panics if an error occurs.
+func (u *CharV4UpsertOne) IDX(ctx context.Context) uuid.UUID {
+	id, err := u.ID(ctx)
+	if err != nil {
+		panic(err)
+	}
+	return id
+}
+
 // CharV4CreateBulk is the builder for creating many CharV4 entities in bulk.
 type CharV4CreateBulk struct {
 	config
 	err      error
 	builders []*CharV4Create
+	conflict []sql.ConflictOption
 }
 
 // Save creates the CharV4 entities in the database.
@@ -162,6 +367,7 @@ func (_c *CharV4CreateBulk) Save(ctx context.Context) ([]*CharV4, error) {
 					_, err = mutators[i+1].Mutate(root, _c.builders[i+1].mutation)
 				} else {
 					spec := &sqlgraph.BatchCreateSpec{Nodes: specs}
+					spec.OnConflict = _c.conflict
 					// Invoke the actual operation on the latest mutation in the chain.
 					if err = sqlgraph.BatchCreate(ctx, _c.driver, spec); err != nil {
 						if sqlgraph.IsConstraintError(err) {
@@ -208,6 +414,155 @@ func (_c *CharV4CreateBulk) Exec(ctx context.Context) error {
 // ExecX is like Exec, but panics if an error occurs.
 func (_c *CharV4CreateBulk) ExecX(ctx context.Context) {
 	if err := _c.Exec(ctx); err != nil {
+		panic(err)
+	}
+}
+
+// OnConflict allows configuring the `ON CONFLICT` / `ON DUPLICATE KEY` clause
+// of the `INSERT` statement. For example:
+//
+//	client.CharV4.CreateBulk(builders...).
+//		OnConflict(
+//			// Update the row with the new values
+//			// the was proposed for insertion.
+//			sql.ResolveWithNewValues(),
+//		).
+//		// Override some of the fields with custom
+//		// update values.
+//		Update(func(u *ent.CharV4Upsert) {
+//			SetK(v+v).
+//		}).
+//		Exec(ctx)
+func (_c *CharV4CreateBulk) OnConflict(opts ...sql.ConflictOption) *CharV4UpsertBulk {
+	_c.conflict = opts
+	return &CharV4UpsertBulk{
+		create: _c,
+	}
+}
+
+// OnConflictColumns calls `OnConflict` and configures the columns
+// as conflict target. Using this option is equivalent to using:
+//
+//	client.CharV4.Create().
+//		OnConflict(sql.ConflictColumns(columns...)).
+//		Exec(ctx)
+func (_c *CharV4CreateBulk) OnConflictColumns(columns ...string) *CharV4UpsertBulk {
+	_c.conflict = append(_c.conflict, sql.ConflictColumns(columns...))
+	return &CharV4UpsertBulk{
+		create: _c,
+	}
+}
+
+// CharV4UpsertBulk is the builder for "upsert"-ing
+// a bulk of CharV4 nodes.
+type CharV4UpsertBulk struct {
+	create *CharV4CreateBulk
+}
+
+// UpdateNewValues updates the mutable fields using the new values that
+// were set on create. Using this option is equivalent to using:
+//
+//	client.CharV4.Create().
+//		OnConflict(
+//			sql.ResolveWithNewValues(),
+//			sql.ResolveWith(func(u *sql.UpdateSet) {
+//				u.SetIgnore(charv4.FieldID)
+//			}),
+//		).
+//		Exec(ctx)
+func (u *CharV4UpsertBulk) UpdateNewValues() *CharV4UpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithNewValues())
+	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(s *sql.UpdateSet) {
+		for _, b := range u.create.builders {
+			if _, exists := b.mutation.ID(); exists {
+				s.SetIgnore(charv4.FieldID)
+			}
+		}
+	}))
+	return u
+}
+
+// Ignore sets each column to itself in case of conflict.
+// Using this option is equivalent to using:
+//
+//	client.CharV4.Create().
+//		OnConflict(sql.ResolveWithIgnore()).
+//		Exec(ctx)
+func (u *CharV4UpsertBulk) Ignore() *CharV4UpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithIgnore())
+	return u
+}
+
+// DoNothing configures the conflict_action to `DO NOTHING`.
+// Supported only by SQLite and PostgreSQL.
+func (u *CharV4UpsertBulk) DoNothing() *CharV4UpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.DoNothing())
+	return u
+}
+
+// Update allows overriding fields `UPDATE` values. See the CharV4CreateBulk.OnConflict
+// documentation for more info.
+func (u *CharV4UpsertBulk) Update(set func(*CharV4Upsert)) *CharV4UpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(update *sql.UpdateSet) {
+		set(&CharV4Upsert{UpdateSet: update})
+	}))
+	return u
+}
+
+// SetK sets the "k" field.
+func (u *CharV4UpsertBulk) SetK(v int64) *CharV4UpsertBulk {
+	return u.Update(func(s *CharV4Upsert) {
+		s.SetK(v)
+	})
+}
+
+// AddK adds v to the "k" field.
+func (u *CharV4UpsertBulk) AddK(v int64) *CharV4UpsertBulk {
+	return u.Update(func(s *CharV4Upsert) {
+		s.AddK(v)
+	})
+}
+
+// UpdateK sets the "k" field to the value that was provided on create.
+func (u *CharV4UpsertBulk) UpdateK() *CharV4UpsertBulk {
+	return u.Update(func(s *CharV4Upsert) {
+		s.UpdateK()
+	})
+}
+
+// SetPayload sets the "payload" field.
+func (u *CharV4UpsertBulk) SetPayload(v string) *CharV4UpsertBulk {
+	return u.Update(func(s *CharV4Upsert) {
+		s.SetPayload(v)
+	})
+}
+
+// UpdatePayload sets the "payload" field to the value that was provided on create.
+func (u *CharV4UpsertBulk) UpdatePayload() *CharV4UpsertBulk {
+	return u.Update(func(s *CharV4Upsert) {
+		s.UpdatePayload()
+	})
+}
+
+// Exec executes the query.
+func (u *CharV4UpsertBulk) Exec(ctx context.Context) error {
+	if u.create.err != nil {
+		return u.create.err
+	}
+	for i, b := range u.create.builders {
+		if len(b.conflict) != 0 {
+			return fmt.Errorf("ent: OnConflict was set for builder %d. Set it on the CharV4CreateBulk instead", i)
+		}
+	}
+	if len(u.create.conflict) == 0 {
+		return errors.New("ent: missing options for CharV4CreateBulk.OnConflict")
+	}
+	return u.create.Exec(ctx)
+}
+
+// ExecX is like Exec, but panics if an error occurs.
+func (u *CharV4UpsertBulk) ExecX(ctx context.Context) {
+	if err := u.create.Exec(ctx); err != nil {
 		panic(err)
 	}
 }

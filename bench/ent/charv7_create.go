@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 
+	"entgo.io/ent/dialect"
+	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"entgo.io/ent/schema/field"
 	"github.com/entflake/entflake/bench/ent/charv7"
@@ -18,6 +20,7 @@ type CharV7Create struct {
 	config
 	mutation *CharV7Mutation
 	hooks    []Hook
+	conflict []sql.ConflictOption
 }
 
 // SetK sets the "k" field.
@@ -114,6 +117,7 @@ func (_c *CharV7Create) createSpec() (*CharV7, *sqlgraph.CreateSpec) {
 		_node = &CharV7{config: _c.config}
 		_spec = sqlgraph.NewCreateSpec(charv7.Table, sqlgraph.NewFieldSpec(charv7.FieldID, field.TypeUUID))
 	)
+	_spec.OnConflict = _c.conflict
 	if id, ok := _c.mutation.ID(); ok {
 		_node.ID = id
 		_spec.ID.Value = &id
@@ -129,11 +133,212 @@ func (_c *CharV7Create) createSpec() (*CharV7, *sqlgraph.CreateSpec) {
 	return _node, _spec
 }
 
+// OnConflict allows configuring the `ON CONFLICT` / `ON DUPLICATE KEY` clause
+// of the `INSERT` statement. For example:
+//
+//	client.CharV7.Create().
+//		SetK(v).
+//		OnConflict(
+//			// Update the row with the new values
+//			// the was proposed for insertion.
+//			sql.ResolveWithNewValues(),
+//		).
+//		// Override some of the fields with custom
+//		// update values.
+//		Update(func(u *ent.CharV7Upsert) {
+//			SetK(v+v).
+//		}).
+//		Exec(ctx)
+func (_c *CharV7Create) OnConflict(opts ...sql.ConflictOption) *CharV7UpsertOne {
+	_c.conflict = opts
+	return &CharV7UpsertOne{
+		create: _c,
+	}
+}
+
+// OnConflictColumns calls `OnConflict` and configures the columns
+// as conflict target. Using this option is equivalent to using:
+//
+//	client.CharV7.Create().
+//		OnConflict(sql.ConflictColumns(columns...)).
+//		Exec(ctx)
+func (_c *CharV7Create) OnConflictColumns(columns ...string) *CharV7UpsertOne {
+	_c.conflict = append(_c.conflict, sql.ConflictColumns(columns...))
+	return &CharV7UpsertOne{
+		create: _c,
+	}
+}
+
+type (
+	// CharV7UpsertOne is the builder for "upsert"-ing
+	//  one CharV7 node.
+	CharV7UpsertOne struct {
+		create *CharV7Create
+	}
+
+	// CharV7Upsert is the "OnConflict" setter.
+	CharV7Upsert struct {
+		*sql.UpdateSet
+	}
+)
+
+// SetK sets the "k" field.
+func (u *CharV7Upsert) SetK(v int64) *CharV7Upsert {
+	u.Set(charv7.FieldK, v)
+	return u
+}
+
+// UpdateK sets the "k" field to the value that was provided on create.
+func (u *CharV7Upsert) UpdateK() *CharV7Upsert {
+	u.SetExcluded(charv7.FieldK)
+	return u
+}
+
+// AddK adds v to the "k" field.
+func (u *CharV7Upsert) AddK(v int64) *CharV7Upsert {
+	u.Add(charv7.FieldK, v)
+	return u
+}
+
+// SetPayload sets the "payload" field.
+func (u *CharV7Upsert) SetPayload(v string) *CharV7Upsert {
+	u.Set(charv7.FieldPayload, v)
+	return u
+}
+
+// UpdatePayload sets the "payload" field to the value that was provided on create.
+func (u *CharV7Upsert) UpdatePayload() *CharV7Upsert {
+	u.SetExcluded(charv7.FieldPayload)
+	return u
+}
+
+// UpdateNewValues updates the mutable fields using the new values that were set on create except the ID field.
+// Using this option is equivalent to using:
+//
+//	client.CharV7.Create().
+//		OnConflict(
+//			sql.ResolveWithNewValues(),
+//			sql.ResolveWith(func(u *sql.UpdateSet) {
+//				u.SetIgnore(charv7.FieldID)
+//			}),
+//		).
+//		Exec(ctx)
+func (u *CharV7UpsertOne) UpdateNewValues() *CharV7UpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithNewValues())
+	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(s *sql.UpdateSet) {
+		if _, exists := u.create.mutation.ID(); exists {
+			s.SetIgnore(charv7.FieldID)
+		}
+	}))
+	return u
+}
+
+// Ignore sets each column to itself in case of conflict.
+// Using this option is equivalent to using:
+//
+//	client.CharV7.Create().
+//	    OnConflict(sql.ResolveWithIgnore()).
+//	    Exec(ctx)
+func (u *CharV7UpsertOne) Ignore() *CharV7UpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithIgnore())
+	return u
+}
+
+// DoNothing configures the conflict_action to `DO NOTHING`.
+// Supported only by SQLite and PostgreSQL.
+func (u *CharV7UpsertOne) DoNothing() *CharV7UpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.DoNothing())
+	return u
+}
+
+// Update allows overriding fields `UPDATE` values. See the CharV7Create.OnConflict
+// documentation for more info.
+func (u *CharV7UpsertOne) Update(set func(*CharV7Upsert)) *CharV7UpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(update *sql.UpdateSet) {
+		set(&CharV7Upsert{UpdateSet: update})
+	}))
+	return u
+}
+
+// SetK sets the "k" field.
+func (u *CharV7UpsertOne) SetK(v int64) *CharV7UpsertOne {
+	return u.Update(func(s *CharV7Upsert) {
+		s.SetK(v)
+	})
+}
+
+// AddK adds v to the "k" field.
+func (u *CharV7UpsertOne) AddK(v int64) *CharV7UpsertOne {
+	return u.Update(func(s *CharV7Upsert) {
+		s.AddK(v)
+	})
+}
+
+// UpdateK sets the "k" field to the value that was provided on create.
+func (u *CharV7UpsertOne) UpdateK() *CharV7UpsertOne {
+	return u.Update(func(s *CharV7Upsert) {
+		s.UpdateK()
+	})
+}
+
+// SetPayload sets the "payload" field.
+func (u *CharV7UpsertOne) SetPayload(v string) *CharV7UpsertOne {
+	return u.Update(func(s *CharV7Upsert) {
+		s.SetPayload(v)
+	})
+}
+
+// UpdatePayload sets the "payload" field to the value that was provided on create.
+func (u *CharV7UpsertOne) UpdatePayload() *CharV7UpsertOne {
+	return u.Update(func(s *CharV7Upsert) {
+		s.UpdatePayload()
+	})
+}
+
+// Exec executes the query.
+func (u *CharV7UpsertOne) Exec(ctx context.Context) error {
+	if len(u.create.conflict) == 0 {
+		return errors.New("ent: missing options for CharV7Create.OnConflict")
+	}
+	return u.create.Exec(ctx)
+}
+
+// ExecX is like Exec, but panics if an error occurs.
+func (u *CharV7UpsertOne) ExecX(ctx context.Context) {
+	if err := u.create.Exec(ctx); err != nil {
+		panic(err)
+	}
+}
+
+// Exec executes the UPSERT query and returns the inserted/updated ID.
+func (u *CharV7UpsertOne) ID(ctx context.Context) (id uuid.UUID, err error) {
+	if u.create.driver.Dialect() == dialect.MySQL {
+		// In case of "ON CONFLICT", there is no way to get back non-numeric ID
+		// fields from the database since MySQL does not support the RETURNING clause.
+		return id, errors.New("ent: CharV7UpsertOne.ID is not supported by MySQL driver. Use CharV7UpsertOne.Exec instead")
+	}
+	node, err := u.create.Save(ctx)
+	if err != nil {
+		return id, err
+	}
+	return node.ID, nil
+}
+
+// IDX is like ID, but panics if an error occurs.
+func (u *CharV7UpsertOne) IDX(ctx context.Context) uuid.UUID {
+	id, err := u.ID(ctx)
+	if err != nil {
+		panic(err)
+	}
+	return id
+}
+
 // CharV7CreateBulk is the builder for creating many CharV7 entities in bulk.
 type CharV7CreateBulk struct {
 	config
 	err      error
 	builders []*CharV7Create
+	conflict []sql.ConflictOption
 }
 
 // Save creates the CharV7 entities in the database.
@@ -162,6 +367,7 @@ func (_c *CharV7CreateBulk) Save(ctx context.Context) ([]*CharV7, error) {
 					_, err = mutators[i+1].Mutate(root, _c.builders[i+1].mutation)
 				} else {
 					spec := &sqlgraph.BatchCreateSpec{Nodes: specs}
+					spec.OnConflict = _c.conflict
 					// Invoke the actual operation on the latest mutation in the chain.
 					if err = sqlgraph.BatchCreate(ctx, _c.driver, spec); err != nil {
 						if sqlgraph.IsConstraintError(err) {
@@ -208,6 +414,155 @@ func (_c *CharV7CreateBulk) Exec(ctx context.Context) error {
 // ExecX is like Exec, but panics if an error occurs.
 func (_c *CharV7CreateBulk) ExecX(ctx context.Context) {
 	if err := _c.Exec(ctx); err != nil {
+		panic(err)
+	}
+}
+
+// OnConflict allows configuring the `ON CONFLICT` / `ON DUPLICATE KEY` clause
+// of the `INSERT` statement. For example:
+//
+//	client.CharV7.CreateBulk(builders...).
+//		OnConflict(
+//			// Update the row with the new values
+//			// the was proposed for insertion.
+//			sql.ResolveWithNewValues(),
+//		).
+//		// Override some of the fields with custom
+//		// update values.
+//		Update(func(u *ent.CharV7Upsert) {
+//			SetK(v+v).
+//		}).
+//		Exec(ctx)
+func (_c *CharV7CreateBulk) OnConflict(opts ...sql.ConflictOption) *CharV7UpsertBulk {
+	_c.conflict = opts
+	return &CharV7UpsertBulk{
+		create: _c,
+	}
+}
+
+// OnConflictColumns calls `OnConflict` and configures the columns
+// as conflict target. Using this option is equivalent to using:
+//
+//	client.CharV7.Create().
+//		OnConflict(sql.ConflictColumns(columns...)).
+//		Exec(ctx)
+func (_c *CharV7CreateBulk) OnConflictColumns(columns ...string) *CharV7UpsertBulk {
+	_c.conflict = append(_c.conflict, sql.ConflictColumns(columns...))
+	return &CharV7UpsertBulk{
+		create: _c,
+	}
+}
+
+// CharV7UpsertBulk is the builder for "upsert"-ing
+// a bulk of CharV7 nodes.
+type CharV7UpsertBulk struct {
+	create *CharV7CreateBulk
+}
+
+// UpdateNewValues updates the mutable fields using the new values that
+// were set on create. Using this option is equivalent to using:
+//
+//	client.CharV7.Create().
+//		OnConflict(
+//			sql.ResolveWithNewValues(),
+//			sql.ResolveWith(func(u *sql.UpdateSet) {
+//				u.SetIgnore(charv7.FieldID)
+//			}),
+//		).
+//		Exec(ctx)
+func (u *CharV7UpsertBulk) UpdateNewValues() *CharV7UpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithNewValues())
+	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(s *sql.UpdateSet) {
+		for _, b := range u.create.builders {
+			if _, exists := b.mutation.ID(); exists {
+				s.SetIgnore(charv7.FieldID)
+			}
+		}
+	}))
+	return u
+}
+
+// Ignore sets each column to itself in case of conflict.
+// Using this option is equivalent to using:
+//
+//	client.CharV7.Create().
+//		OnConflict(sql.ResolveWithIgnore()).
+//		Exec(ctx)
+func (u *CharV7UpsertBulk) Ignore() *CharV7UpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithIgnore())
+	return u
+}
+
+// DoNothing configures the conflict_action to `DO NOTHING`.
+// Supported only by SQLite and PostgreSQL.
+func (u *CharV7UpsertBulk) DoNothing() *CharV7UpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.DoNothing())
+	return u
+}
+
+// Update allows overriding fields `UPDATE` values. See the CharV7CreateBulk.OnConflict
+// documentation for more info.
+func (u *CharV7UpsertBulk) Update(set func(*CharV7Upsert)) *CharV7UpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(update *sql.UpdateSet) {
+		set(&CharV7Upsert{UpdateSet: update})
+	}))
+	return u
+}
+
+// SetK sets the "k" field.
+func (u *CharV7UpsertBulk) SetK(v int64) *CharV7UpsertBulk {
+	return u.Update(func(s *CharV7Upsert) {
+		s.SetK(v)
+	})
+}
+
+// AddK adds v to the "k" field.
+func (u *CharV7UpsertBulk) AddK(v int64) *CharV7UpsertBulk {
+	return u.Update(func(s *CharV7Upsert) {
+		s.AddK(v)
+	})
+}
+
+// UpdateK sets the "k" field to the value that was provided on create.
+func (u *CharV7UpsertBulk) UpdateK() *CharV7UpsertBulk {
+	return u.Update(func(s *CharV7Upsert) {
+		s.UpdateK()
+	})
+}
+
+// SetPayload sets the "payload" field.
+func (u *CharV7UpsertBulk) SetPayload(v string) *CharV7UpsertBulk {
+	return u.Update(func(s *CharV7Upsert) {
+		s.SetPayload(v)
+	})
+}
+
+// UpdatePayload sets the "payload" field to the value that was provided on create.
+func (u *CharV7UpsertBulk) UpdatePayload() *CharV7UpsertBulk {
+	return u.Update(func(s *CharV7Upsert) {
+		s.UpdatePayload()
+	})
+}
+
+// Exec executes the query.
+func (u *CharV7UpsertBulk) Exec(ctx context.Context) error {
+	if u.create.err != nil {
+		return u.create.err
+	}
+	for i, b := range u.create.builders {
+		if len(b.conflict) != 0 {
+			return fmt.Errorf("ent: OnConflict was set for builder %d. Set it on the CharV7CreateBulk instead", i)
+		}
+	}
+	if len(u.create.conflict) == 0 {
+		return errors.New("ent: missing options for CharV7CreateBulk.OnConflict")
+	}
+	return u.create.Exec(ctx)
+}
+
+// ExecX is like Exec, but panics if an error occurs.
+func (u *CharV7UpsertBulk) ExecX(ctx context.Context) {
+	if err := u.create.Exec(ctx); err != nil {
 		panic(err)
 	}
 }

@@ -25,6 +25,8 @@ import (
 	"github.com/entflake/entflake/bench/ent/snow"
 	"github.com/entflake/entflake/bench/ent/snow8"
 	"github.com/entflake/entflake/bench/ent/snow8row"
+	"github.com/entflake/entflake/bench/ent/upauto"
+	"github.com/entflake/entflake/bench/ent/upsnow"
 )
 
 // Client is the client that holds all ent builders.
@@ -50,6 +52,10 @@ type Client struct {
 	Snow8 *Snow8Client
 	// Snow8Row is the client for interacting with the Snow8Row builders.
 	Snow8Row *Snow8RowClient
+	// UpAuto is the client for interacting with the UpAuto builders.
+	UpAuto *UpAutoClient
+	// UpSnow is the client for interacting with the UpSnow builders.
+	UpSnow *UpSnowClient
 }
 
 // NewClient creates a new client configured with the given options.
@@ -70,6 +76,8 @@ func (c *Client) init() {
 	c.Snow = NewSnowClient(c.config)
 	c.Snow8 = NewSnow8Client(c.config)
 	c.Snow8Row = NewSnow8RowClient(c.config)
+	c.UpAuto = NewUpAutoClient(c.config)
+	c.UpSnow = NewUpSnowClient(c.config)
 }
 
 type (
@@ -99,6 +107,7 @@ func newConfig(opts ...Option) config {
 	cfg.hooks.Snow = append(cfg.hooks.Snow, entflakeIDs)
 	cfg.hooks.Snow8 = append(cfg.hooks.Snow8, entflakeIDs)
 	cfg.hooks.Snow8Row = append(cfg.hooks.Snow8Row, entflakeIDs)
+	cfg.hooks.UpSnow = append(cfg.hooks.UpSnow, entflakeIDs)
 	cfg.options(opts...)
 	return cfg
 }
@@ -177,6 +186,8 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		Snow:     NewSnowClient(cfg),
 		Snow8:    NewSnow8Client(cfg),
 		Snow8Row: NewSnow8RowClient(cfg),
+		UpAuto:   NewUpAutoClient(cfg),
+		UpSnow:   NewUpSnowClient(cfg),
 	}, nil
 }
 
@@ -205,6 +216,8 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		Snow:     NewSnowClient(cfg),
 		Snow8:    NewSnow8Client(cfg),
 		Snow8Row: NewSnow8RowClient(cfg),
+		UpAuto:   NewUpAutoClient(cfg),
+		UpSnow:   NewUpSnowClient(cfg),
 	}, nil
 }
 
@@ -235,7 +248,7 @@ func (c *Client) Close() error {
 func (c *Client) Use(hooks ...Hook) {
 	for _, n := range []interface{ Use(...Hook) }{
 		c.Auto, c.Auto8, c.BinV4, c.BinV7, c.CharV4, c.CharV7, c.Snow, c.Snow8,
-		c.Snow8Row,
+		c.Snow8Row, c.UpAuto, c.UpSnow,
 	} {
 		n.Use(hooks...)
 	}
@@ -246,7 +259,7 @@ func (c *Client) Use(hooks ...Hook) {
 func (c *Client) Intercept(interceptors ...Interceptor) {
 	for _, n := range []interface{ Intercept(...Interceptor) }{
 		c.Auto, c.Auto8, c.BinV4, c.BinV7, c.CharV4, c.CharV7, c.Snow, c.Snow8,
-		c.Snow8Row,
+		c.Snow8Row, c.UpAuto, c.UpSnow,
 	} {
 		n.Intercept(interceptors...)
 	}
@@ -273,6 +286,10 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.Snow8.mutate(ctx, m)
 	case *Snow8RowMutation:
 		return c.Snow8Row.mutate(ctx, m)
+	case *UpAutoMutation:
+		return c.UpAuto.mutate(ctx, m)
+	case *UpSnowMutation:
+		return c.UpSnow.mutate(ctx, m)
 	default:
 		return nil, fmt.Errorf("ent: unknown mutation type %T", m)
 	}
@@ -1475,13 +1492,280 @@ func (c *Snow8RowClient) mutate(ctx context.Context, m *Snow8RowMutation) (Value
 	}
 }
 
+// UpAutoClient is a client for the UpAuto schema.
+type UpAutoClient struct {
+	config
+}
+
+// NewUpAutoClient returns a client for the UpAuto from the given config.
+func NewUpAutoClient(c config) *UpAutoClient {
+	return &UpAutoClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `upauto.Hooks(f(g(h())))`.
+func (c *UpAutoClient) Use(hooks ...Hook) {
+	c.hooks.UpAuto = append(c.hooks.UpAuto, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `upauto.Intercept(f(g(h())))`.
+func (c *UpAutoClient) Intercept(interceptors ...Interceptor) {
+	c.inters.UpAuto = append(c.inters.UpAuto, interceptors...)
+}
+
+// Create returns a builder for creating a UpAuto entity.
+func (c *UpAutoClient) Create() *UpAutoCreate {
+	mutation := newUpAutoMutation(c.config, OpCreate)
+	return &UpAutoCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of UpAuto entities.
+func (c *UpAutoClient) CreateBulk(builders ...*UpAutoCreate) *UpAutoCreateBulk {
+	return &UpAutoCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *UpAutoClient) MapCreateBulk(slice any, setFunc func(*UpAutoCreate, int)) *UpAutoCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &UpAutoCreateBulk{err: fmt.Errorf("calling to UpAutoClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*UpAutoCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &UpAutoCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for UpAuto.
+func (c *UpAutoClient) Update() *UpAutoUpdate {
+	mutation := newUpAutoMutation(c.config, OpUpdate)
+	return &UpAutoUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *UpAutoClient) UpdateOne(_m *UpAuto) *UpAutoUpdateOne {
+	mutation := newUpAutoMutation(c.config, OpUpdateOne, withUpAuto(_m))
+	return &UpAutoUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *UpAutoClient) UpdateOneID(id int) *UpAutoUpdateOne {
+	mutation := newUpAutoMutation(c.config, OpUpdateOne, withUpAutoID(id))
+	return &UpAutoUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for UpAuto.
+func (c *UpAutoClient) Delete() *UpAutoDelete {
+	mutation := newUpAutoMutation(c.config, OpDelete)
+	return &UpAutoDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *UpAutoClient) DeleteOne(_m *UpAuto) *UpAutoDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *UpAutoClient) DeleteOneID(id int) *UpAutoDeleteOne {
+	builder := c.Delete().Where(upauto.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &UpAutoDeleteOne{builder}
+}
+
+// Query returns a query builder for UpAuto.
+func (c *UpAutoClient) Query() *UpAutoQuery {
+	return &UpAutoQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeUpAuto},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a UpAuto entity by its id.
+func (c *UpAutoClient) Get(ctx context.Context, id int) (*UpAuto, error) {
+	return c.Query().Where(upauto.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *UpAutoClient) GetX(ctx context.Context, id int) *UpAuto {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *UpAutoClient) Hooks() []Hook {
+	return c.hooks.UpAuto
+}
+
+// Interceptors returns the client interceptors.
+func (c *UpAutoClient) Interceptors() []Interceptor {
+	return c.inters.UpAuto
+}
+
+func (c *UpAutoClient) mutate(ctx context.Context, m *UpAutoMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&UpAutoCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&UpAutoUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&UpAutoUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&UpAutoDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown UpAuto mutation op: %q", m.Op())
+	}
+}
+
+// UpSnowClient is a client for the UpSnow schema.
+type UpSnowClient struct {
+	config
+}
+
+// NewUpSnowClient returns a client for the UpSnow from the given config.
+func NewUpSnowClient(c config) *UpSnowClient {
+	return &UpSnowClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `upsnow.Hooks(f(g(h())))`.
+func (c *UpSnowClient) Use(hooks ...Hook) {
+	c.hooks.UpSnow = append(c.hooks.UpSnow, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `upsnow.Intercept(f(g(h())))`.
+func (c *UpSnowClient) Intercept(interceptors ...Interceptor) {
+	c.inters.UpSnow = append(c.inters.UpSnow, interceptors...)
+}
+
+// Create returns a builder for creating a UpSnow entity.
+func (c *UpSnowClient) Create() *UpSnowCreate {
+	mutation := newUpSnowMutation(c.config, OpCreate)
+	return &UpSnowCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of UpSnow entities.
+func (c *UpSnowClient) CreateBulk(builders ...*UpSnowCreate) *UpSnowCreateBulk {
+	return &UpSnowCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *UpSnowClient) MapCreateBulk(slice any, setFunc func(*UpSnowCreate, int)) *UpSnowCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &UpSnowCreateBulk{err: fmt.Errorf("calling to UpSnowClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*UpSnowCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &UpSnowCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for UpSnow.
+func (c *UpSnowClient) Update() *UpSnowUpdate {
+	mutation := newUpSnowMutation(c.config, OpUpdate)
+	return &UpSnowUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *UpSnowClient) UpdateOne(_m *UpSnow) *UpSnowUpdateOne {
+	mutation := newUpSnowMutation(c.config, OpUpdateOne, withUpSnow(_m))
+	return &UpSnowUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *UpSnowClient) UpdateOneID(id int64) *UpSnowUpdateOne {
+	mutation := newUpSnowMutation(c.config, OpUpdateOne, withUpSnowID(id))
+	return &UpSnowUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for UpSnow.
+func (c *UpSnowClient) Delete() *UpSnowDelete {
+	mutation := newUpSnowMutation(c.config, OpDelete)
+	return &UpSnowDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *UpSnowClient) DeleteOne(_m *UpSnow) *UpSnowDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *UpSnowClient) DeleteOneID(id int64) *UpSnowDeleteOne {
+	builder := c.Delete().Where(upsnow.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &UpSnowDeleteOne{builder}
+}
+
+// Query returns a query builder for UpSnow.
+func (c *UpSnowClient) Query() *UpSnowQuery {
+	return &UpSnowQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeUpSnow},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a UpSnow entity by its id.
+func (c *UpSnowClient) Get(ctx context.Context, id int64) (*UpSnow, error) {
+	return c.Query().Where(upsnow.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *UpSnowClient) GetX(ctx context.Context, id int64) *UpSnow {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *UpSnowClient) Hooks() []Hook {
+	return c.hooks.UpSnow
+}
+
+// Interceptors returns the client interceptors.
+func (c *UpSnowClient) Interceptors() []Interceptor {
+	return c.inters.UpSnow
+}
+
+func (c *UpSnowClient) mutate(ctx context.Context, m *UpSnowMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&UpSnowCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&UpSnowUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&UpSnowUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&UpSnowDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown UpSnow mutation op: %q", m.Op())
+	}
+}
+
 // hooks and interceptors per client, for fast access.
 type (
 	hooks struct {
-		Auto, Auto8, BinV4, BinV7, CharV4, CharV7, Snow, Snow8, Snow8Row []ent.Hook
+		Auto, Auto8, BinV4, BinV7, CharV4, CharV7, Snow, Snow8, Snow8Row, UpAuto,
+		UpSnow []ent.Hook
 	}
 	inters struct {
-		Auto, Auto8, BinV4, BinV7, CharV4, CharV7, Snow, Snow8,
-		Snow8Row []ent.Interceptor
+		Auto, Auto8, BinV4, BinV7, CharV4, CharV7, Snow, Snow8, Snow8Row, UpAuto,
+		UpSnow []ent.Interceptor
 	}
 )

@@ -21,6 +21,8 @@ import (
 	"github.com/entflake/entflake/bench/ent/snow"
 	"github.com/entflake/entflake/bench/ent/snow8"
 	"github.com/entflake/entflake/bench/ent/snow8row"
+	"github.com/entflake/entflake/bench/ent/upauto"
+	"github.com/entflake/entflake/bench/ent/upsnow"
 )
 
 // ent aliases to avoid import conflicts in user's code.
@@ -90,6 +92,8 @@ func checkColumn(t, c string) error {
 			snow.Table:     snow.ValidColumn,
 			snow8.Table:    snow8.ValidColumn,
 			snow8row.Table: snow8row.ValidColumn,
+			upauto.Table:   upauto.ValidColumn,
+			upsnow.Table:   upsnow.ValidColumn,
 		})
 	})
 	return columnCheck(t, c)

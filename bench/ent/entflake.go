@@ -4,7 +4,11 @@ package ent
 
 import (
 	"context"
+	stdsql "database/sql"
+	"errors"
 	"fmt"
+	"math"
+	"strings"
 
 	"entgo.io/ent"
 	"entgo.io/ent/dialect"
@@ -16,7 +20,7 @@ import (
 )
 
 // IDGenerator gives the client the entflake generator that assigns the
-// snowflake IDs of the entity types with the SnowflakeID mixin (Snow, Snow8, Snow8Row).
+// snowflake IDs of the entity types with the SnowflakeID mixin (Snow, Snow8, Snow8Row, UpSnow).
 // Open the generator once, on the same driver, before the client:
 //
 //	drv, err := sql.Open(dialect.MySQL, dsn)
@@ -57,69 +61,97 @@ func entflakeNextID(c *config) (int64, error) {
 // entflakeIDs is the hook, registered on every client for the entity types
 // with the SnowflakeID mixin, that gives a created entity a snowflake ID
 // unless the caller set one. It runs before every other hook, so those see
-// the ID. When the INSERT fails, the generator's tripwire looks at the
-// error (entflakeInsertFailed); a create that succeeds never reaches it.
+// the ID; an upsert's conflict clause (entflakeUpsertID) makes the ID they
+// see after the INSERT the stored row's on every dialect. An ID the caller
+// set must be positive: no generator issues 0 or a negative ID. When the
+// INSERT fails, the generator's tripwire looks at the error
+// (entflakeInsertFailed); a create that succeeds never reaches it.
 func entflakeIDs(next ent.Mutator) ent.Mutator {
 	return ent.MutateFunc(func(ctx context.Context, m ent.Mutation) (ent.Value, error) {
 		if !m.Op().Is(ent.OpCreate) {
 			return next.Mutate(ctx, m)
 		}
-		c, ok := entflakeConfig(m)
+		c, name, generated := entflakeOf(m)
 		em, isID := m.(interface {
 			ID() (int64, bool)
 			SetID(int64)
 		})
-		if !ok || !isID {
+		if c == nil || !isID {
 			return nil, fmt.Errorf("ent: entflake: unexpected mutation %T", m)
 		}
-		id, set := em.ID()
-		if !set {
-			var err error
-			if id, err = entflakeNextID(c); err != nil {
+		if id, set := em.ID(); set {
+			if id <= 0 {
+				return nil, fmt.Errorf("ent: %s.id: %w: %d (snowflake ids are positive; leave the id unset for a new one)", name, entflake.ErrInvalidID, id)
+			}
+		} else {
+			id, err := entflakeNextID(c)
+			if err != nil {
 				return nil, err
 			}
 			em.SetID(id)
+			*generated = true
 		}
 		v, err := next.Mutate(ctx, m)
 		if err != nil {
 			return v, entflakeInsertFailed(ctx, c, m, err)
 		}
-		if c.driver.Dialect() != dialect.MySQL {
-			return v, nil
-		}
-		return v, entflakeReadBack(ctx, c, v, id)
+		return v, nil
 	})
 }
 
 // entflakeInsertFailed hands the error of a create to the tripwire of the
+// client's generator (entflakeTrip), with the ids of the statement it ran
+// in: its own, or the CreateBulk's.
+func entflakeInsertFailed(ctx context.Context, c *config, m ent.Mutation, err error) error {
+	var (
+		in   entflake.Insert
+		last = true
+	)
+	switch m := m.(type) {
+	case *SnowMutation:
+		in.Table, in.Column = "snows", "id"
+		in.IDs, last = entflakeStatement(m, m.entflakeBatch)
+		in.Upsert = m.entflakeGenerated && len(in.IDs) == 1
+	case *Snow8Mutation:
+		in.Table, in.Column = "snow8s", "id"
+		in.IDs, last = entflakeStatement(m, m.entflakeBatch)
+		in.Upsert = m.entflakeGenerated && len(in.IDs) == 1
+	case *Snow8RowMutation:
+		in.Table, in.Column = "snow8rows", "id"
+		in.IDs, last = entflakeStatement(m, m.entflakeBatch)
+		in.Upsert = m.entflakeGenerated && len(in.IDs) == 1
+	case *UpSnowMutation:
+		in.Table, in.Column = "up_snows", "id"
+		in.IDs, last = entflakeStatement(m, m.entflakeBatch)
+		in.Upsert = m.entflakeGenerated && len(in.IDs) == 1
+	}
+	if !last {
+		return err // the batch's last builder reports the statement's error
+	}
+	return entflakeTrip(ctx, c, in, err)
+}
+
+// entflakeTrip hands the error of an INSERT to the tripwire of the
 // client's generator (entflake.Generator.InsertFailed). A duplicate primary
 // key on an id of the generator's worker id means that another instance
 // issues under it: the generator counts it, logs it, stops issuing under
 // that worker id and, if it leases, moves to another; the caller gets the
 // error with entflake.ErrWorkerCollision added to its chain. Every other
 // error is returned as it is.
-func entflakeInsertFailed(ctx context.Context, c *config, m ent.Mutation, err error) error {
+func entflakeTrip(ctx context.Context, c *config, in entflake.Insert, err error) error {
 	g, ok := c.entflake.(*entflake.Generator)
 	if !ok {
 		return err
 	}
-	in := entflake.Insert{Dialect: c.driver.Dialect(), Catalog: entflakeDriver(c)}
-	last := true
-	switch m := m.(type) {
-	case *SnowMutation:
-		in.Table, in.Column = "snows", "id"
-		in.IDs, last = entflakeStatement(m, m.entflakeBatch)
-	case *Snow8Mutation:
-		in.Table, in.Column = "snow8s", "id"
-		in.IDs, last = entflakeStatement(m, m.entflakeBatch)
-	case *Snow8RowMutation:
-		in.Table, in.Column = "snow8rows", "id"
-		in.IDs, last = entflakeStatement(m, m.entflakeBatch)
+	in.Dialect, in.Catalog = c.driver.Dialect(), entflakeDriver(c)
+	trip := g.InsertFailed(ctx, err, in)
+	if trip != err && !IsConstraintError(err) {
+		// The guard of an upsert on MySQL (entflakeUpsertID) stopped it with
+		// an error that is no constraint error to ent; it stands for the
+		// duplicate primary key the other dialects report.
+		return &ConstraintError{msg: trip.Error(), wrap: trip}
 	}
-	if !last {
-		return err // the batch's last builder reports the statement's error
-	}
-	return g.InsertFailed(ctx, err, in)
+	return trip
 }
 
 // entflakeStatement returns the ids of the INSERT that m's create ran in:
@@ -158,81 +190,224 @@ func entflakeDriver(c *config) dialect.Driver {
 	return c.driver
 }
 
-// entflakeConfig returns the client configuration of a mutation of an
-// entity type with the SnowflakeID mixin.
-func entflakeConfig(m ent.Mutation) (*config, bool) {
+// entflakeOf returns, for a mutation of an entity type with the
+// SnowflakeID mixin, the client configuration, the type's name, and the
+// mark the hook sets when it generated the id (not the caller): an upsert
+// of a generated id must not update a row that holds it (entflakeUpsertID).
+// The configuration is nil for any other mutation.
+func entflakeOf(m ent.Mutation) (c *config, name string, generated *bool) {
 	switch m := m.(type) {
 	case *SnowMutation:
-		return &m.config, true
+		return &m.config, "Snow", &m.entflakeGenerated
 	case *Snow8Mutation:
-		return &m.config, true
+		return &m.config, "Snow8", &m.entflakeGenerated
 	case *Snow8RowMutation:
-		return &m.config, true
+		return &m.config, "Snow8Row", &m.entflakeGenerated
+	case *UpSnowMutation:
+		return &m.config, "UpSnow", &m.entflakeGenerated
 	}
-	return nil, false
+	return nil, "", nil
 }
 
-// entflakeReadBack makes an entity created on MySQL report the id it is
-// stored with. An upsert there, which has no RETURNING, reads the id from
-// LAST_INSERT_ID: the conflict clause sets it to the stored row's id when
-// the upsert updates a row, but an INSERT of a given id leaves it 0. A row
-// with the id given exists only if the upsert inserted it; otherwise the
-// id stays 0, as ent leaves it (DoNothing, which MySQL lacks).
+// entflakeUpsertID is the conflict option added to every upsert of an
+// entity type with the SnowflakeID mixin, for the row of spec: the row an
+// upsert updates keeps its primary key (the ID of the create was assigned
+// before the INSERT, and sql.ResolveWithNewValues would write it over the
+// stored one), and the ID reported is the stored row's.
 //
-// The check is a primary-key query on the mutation's driver (in a
-// transaction, the transaction's, which sees its own uncommitted row), not
-// through the client's query builder: the client's interceptors and privacy
-// rules are for the caller's queries, and one that hid or refused the row
-// would report 0, or an error, for a row the upsert did write.
-func entflakeReadBack(ctx context.Context, c *config, v ent.Value, id int64) error {
+// On PostgreSQL and SQLite the id is left out of DO UPDATE SET, and
+// RETURNING gives the stored id. MySQL has no RETURNING: sqlgraph takes
+// the id from the OK packet's last insert id, and writes the edges' keys
+// with it before any hook or this code sees it. Only LAST_INSERT_ID(expr)
+// sets that value for an id that is not AUTO_INCREMENT, so the id is
+// inserted as LAST_INSERT_ID(<id>) (sqlgraph applies the conflict options
+// just before it adds the id to the INSERT, and renders a value that is an
+// sql.Querier as SQL) and the update sets id = LAST_INSERT_ID(id): the OK
+// packet then carries the inserted id, or the updated row's.
+//
+// MySQL's ON DUPLICATE KEY UPDATE also fires on the primary key, and would
+// overwrite a row whose id is the one the hook just generated (one that
+// another instance issued too: a worker id held twice). PostgreSQL and
+// SQLite fail with a duplicate primary key there, since their conflict
+// target is the caller's. For a generated id the update on MySQL is
+// therefore IF(id = <id>, id + MaxInt64, LAST_INSERT_ID(id)): an integer
+// overflow, which MySQL, MariaDB and TiDB refuse with error 1690 whatever
+// the sql_mode, so the statement changes nothing; the tripwire
+// (entflakeTrip, Insert.Upsert) then finds the row with that id and reports
+// the collision. An id the caller set may update the row it names.
+func entflakeUpsertID(d string, spec *sqlgraph.CreateSpec, generated bool) sql.ConflictOption {
 	var (
-		stored                      *int64
-		name, table, column, schema string
+		column = spec.ID.Column
+		id     int64 // the id inserted, once sqlgraph applies the option
 	)
-	switch e := v.(type) {
-	case *Snow:
-		if e != nil && e.ID == 0 {
-			stored, name, table, column = &e.ID, "Snow", "snows", "id"
-		}
-	case *Snow8:
-		if e != nil && e.ID == 0 {
-			stored, name, table, column = &e.ID, "Snow8", "snow8s", "id"
-		}
-	case *Snow8Row:
-		if e != nil && e.ID == 0 {
-			stored, name, table, column = &e.ID, "Snow8Row", "snow8rows", "id"
-		}
+	if d != dialect.MySQL {
+		return entflakeKeepID(column)
 	}
-	if stored == nil {
-		return nil
-	}
-	n, err := sqlgraph.CountNodes(ctx, c.driver, &sqlgraph.QuerySpec{
-		Node:      &sqlgraph.NodeSpec{Table: table, Schema: schema, Columns: []string{column}, ID: sqlgraph.NewFieldSpec(column, field.TypeInt64)},
-		Predicate: func(s *sql.Selector) { s.Where(sql.EQ(s.C(column), id)) },
+	keep := sql.ResolveWith(func(s *sql.UpdateSet) {
+		c := s.Table().C(column)
+		if generated {
+			s.Set(column, sql.Expr(fmt.Sprintf("IF(%s = ?, %s + %d, LAST_INSERT_ID(%s))", c, c, math.MaxInt64, c), id))
+			return
+		}
+		s.Set(column, sql.Expr(fmt.Sprintf("LAST_INSERT_ID(%s)", c)))
 	})
-	if err != nil {
-		return fmt.Errorf("ent: entflake: read back the id of an upserted %s: %w", name, err)
+	return entflakeBefore(keep, func() {
+		if v, ok := spec.ID.Value.(int64); ok {
+			id = v
+			spec.ID.Value = sql.Expr("LAST_INSERT_ID(?)", v)
+		}
+	})
+}
+
+// entflakeUpsert returns the conflict options of an upsert of the row of
+// spec: the caller's opts, then entflakeUpsertID's. On MySQL a DoNothing
+// among opts becomes ResolveWithIgnore in its place, which is what ent
+// makes of it there (MySQL has no DO NOTHING), but applied before the
+// option that sets the id: ent's own substitution comes last, and would
+// set id = id over it, leaving the OK packet with an id no row has. An
+// option is DoNothing if it renders as DO NOTHING on its own.
+func entflakeUpsert(d string, opts []sql.ConflictOption, spec *sqlgraph.CreateSpec, generated bool) []sql.ConflictOption {
+	out := make([]sql.ConflictOption, 0, len(opts)+1)
+	for _, o := range opts {
+		if d == dialect.MySQL && entflakeRenders(o, " DO NOTHING") {
+			o = sql.ResolveWithIgnore()
+		}
+		out = append(out, o)
 	}
-	if n > 0 {
-		*stored = id
+	return append(out, entflakeUpsertID(d, spec, generated))
+}
+
+// entflakeRenders reports whether conflict options render, on a scratch
+// PostgreSQL INSERT, to a clause that ends with suffix.
+func entflakeRenders(o sql.ConflictOption, suffix string) bool {
+	q, _ := sql.Dialect(dialect.Postgres).Insert("t").Columns("c").Values(1).OnConflict(o).Query()
+	return strings.HasSuffix(q, suffix)
+}
+
+// entflakeKeepID leaves the primary key out of the DO UPDATE SET of an
+// upsert on PostgreSQL and SQLite (see entflakeUpsertID).
+func entflakeKeepID(column string) sql.ConflictOption {
+	return sql.ResolveWith(func(s *sql.UpdateSet) { s.SetIgnore(column) })
+}
+
+// entflakeBefore returns the option o that runs f first. Its type
+// parameter stands for ent's unexported conflict type.
+func entflakeBefore[C any](o func(C), f func()) func(C) {
+	return func(c C) {
+		f()
+		o(c)
+	}
+}
+
+// entflakeEach reports whether a bulk upsert with the conflict options
+// opts must run as one INSERT per row. One multi-row INSERT cannot tell
+// each row's stored id where the database does not return every row, in
+// order: on MySQL (no RETURNING; the OK packet has one id), and where
+// PostgreSQL and SQLite return only some rows (DO NOTHING, or DO UPDATE
+// with a WHERE), which sqlgraph would number by position, attaching a
+// skipped row's id and edges to the next row. The options are rendered on
+// a scratch INSERT to see which clause they make.
+func entflakeEach(d string, opts []sql.ConflictOption) bool {
+	if d == dialect.MySQL {
+		return true
+	}
+	q, _ := sql.Dialect(d).Insert("t").Columns("c").Values(1).OnConflict(opts...).Query()
+	_, update, found := strings.Cut(q, " DO UPDATE SET ")
+	return strings.HasSuffix(q, " DO NOTHING") || found && strings.Contains(update, " WHERE ")
+}
+
+// entflakeUpsertEach runs a bulk upsert (entflakeEach) as one upsert per
+// row, each with its edges, in one transaction (in the caller's, within a
+// savepoint, so that a failed row leaves none of the batch): every row and
+// its edges get the stored row's id, as a single upsert does. A row the
+// database skipped (DO NOTHING, or a false DO UPDATE ... WHERE, on
+// PostgreSQL and SQLite) is left without an id (spec.ID.Value nil, the
+// entity's ID 0); one that also had edges to add to other rows fails the
+// batch with entflake.ErrSkippedEdges, since the row they name was not
+// written. generated reports whether the hook generated the id of row j.
+func entflakeUpsertEach(ctx context.Context, c *config, spec *sqlgraph.BatchCreateSpec, generated func(j int) bool) (err error) {
+	d := c.driver.Dialect()
+	tx, err := c.driver.Tx(ctx)
+	if err != nil {
+		return err
+	}
+	_, nested := c.driver.(*txDriver)
+	if nested {
+		if err := tx.Exec(ctx, "SAVEPOINT entflake_batch", []any{}, nil); err != nil {
+			return err
+		}
+	}
+	defer func() {
+		switch {
+		case err == nil && nested:
+			err = tx.Exec(ctx, "RELEASE SAVEPOINT entflake_batch", []any{}, nil)
+		case err == nil:
+			err = tx.Commit()
+		case nested:
+			if rerr := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT entflake_batch", []any{}, nil); rerr != nil {
+				err = fmt.Errorf("%w (rollback to savepoint: %v)", err, rerr)
+			}
+		default:
+			if rerr := tx.Rollback(); rerr != nil {
+				err = fmt.Errorf("%w (rollback: %v)", err, rerr)
+			}
+		}
+	}()
+	drv := entflakeTx{tx: tx, dialect: d}
+	for j, node := range spec.Nodes {
+		id, _ := node.ID.Value.(int64)
+		node.OnConflict = entflakeUpsert(d, spec.OnConflict, node, generated(j))
+		err := sqlgraph.CreateNode(ctx, drv, node)
+		switch {
+		case err == nil:
+			continue
+		case d != dialect.MySQL && errors.Is(err, stdsql.ErrNoRows):
+			// RETURNING gave no row: the database skipped this one.
+			for _, e := range node.Edges {
+				if e.Rel == sqlgraph.M2M || e.Rel == sqlgraph.O2M || e.Rel == sqlgraph.O2O && !e.Inverse {
+					return fmt.Errorf("ent: bulk upsert into %s: %w: row %d (id %d) conflicted and was skipped, so its %s edge "+
+						"names no stored row; use an update resolution (UpdateNewValues, Ignore), or add the edges afterwards",
+						node.Table, entflake.ErrSkippedEdges, j, id, e.Table)
+				}
+			}
+			node.ID.Value = nil
+		default:
+			in := entflake.Insert{Table: node.Table, Column: node.ID.Column, IDs: []int64{id}, Upsert: generated(j)}
+			if sqlgraph.IsConstraintError(err) {
+				err = &ConstraintError{msg: err.Error(), wrap: err}
+			}
+			return entflakeTrip(ctx, c, in, err)
+		}
 	}
 	return nil
 }
 
-// entflakeKeepID is added to the conflict options of every upsert of an
-// entity type with the SnowflakeID mixin: the row an upsert updates keeps
-// its primary key (the ID of the create was assigned before the INSERT, and
-// sql.ResolveWithNewValues would write it over the stored one). On MySQL,
-// LAST_INSERT_ID(id) also hands the stored id back.
-func entflakeKeepID(column string) sql.ConflictOption {
-	return sql.ResolveWith(func(s *sql.UpdateSet) {
-		if s.Dialect() == dialect.MySQL {
-			s.Set(column, sql.Expr(fmt.Sprintf("LAST_INSERT_ID(%s)", s.Table().C(column))))
-			return
-		}
-		s.SetIgnore(column)
-	})
+// entflakeTx is a transaction as a driver, for sqlgraph.CreateNode, which
+// opens a transaction of its own for a row with edges: within this one, it
+// gets one that commits nothing.
+type entflakeTx struct {
+	tx      dialect.ExecQuerier
+	dialect string
 }
+
+// Exec implements dialect.Driver.
+func (t entflakeTx) Exec(ctx context.Context, query string, args, v any) error {
+	return t.tx.Exec(ctx, query, args, v)
+}
+
+// Query implements dialect.Driver.
+func (t entflakeTx) Query(ctx context.Context, query string, args, v any) error {
+	return t.tx.Query(ctx, query, args, v)
+}
+
+// Dialect implements dialect.Driver.
+func (t entflakeTx) Dialect() string { return t.dialect }
+
+// Tx implements dialect.Driver.
+func (t entflakeTx) Tx(context.Context) (dialect.Tx, error) { return dialect.NopTx(t), nil }
+
+// Close implements dialect.Driver; the transaction ends with its batch.
+func (entflakeTx) Close() error { return nil }
 
 // entflakeKeepBatchIDs keeps the ids of a batch INSERT on MySQL. There
 // sqlgraph numbers the rows from LAST_INSERT_ID, which is right only for

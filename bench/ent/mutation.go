@@ -20,6 +20,8 @@ import (
 	"github.com/entflake/entflake/bench/ent/snow"
 	"github.com/entflake/entflake/bench/ent/snow8"
 	"github.com/entflake/entflake/bench/ent/snow8row"
+	"github.com/entflake/entflake/bench/ent/upauto"
+	"github.com/entflake/entflake/bench/ent/upsnow"
 	"github.com/entflake/entflake/bench/keys"
 	"github.com/google/uuid"
 )
@@ -42,6 +44,8 @@ const (
 	TypeSnow     = "Snow"
 	TypeSnow8    = "Snow8"
 	TypeSnow8Row = "Snow8Row"
+	TypeUpAuto   = "UpAuto"
+	TypeUpSnow   = "UpSnow"
 )
 
 // AutoMutation represents an operation that mutates the Auto nodes in the graph.
@@ -2593,6 +2597,9 @@ type SnowMutation struct {
 	// mutation ran in, if any (entflakeStatement). A pointer: one word
 	// more in every mutation, not three.
 	entflakeBatch *[]*SnowCreate
+	// entflakeGenerated is set when the hook generated the id, which an
+	// upsert must then not find in a stored row (entflakeUpsertID).
+	entflakeGenerated bool
 }
 
 var _ ent.Mutation = (*SnowMutation)(nil)
@@ -3019,6 +3026,9 @@ type Snow8Mutation struct {
 	// mutation ran in, if any (entflakeStatement). A pointer: one word
 	// more in every mutation, not three.
 	entflakeBatch *[]*Snow8Create
+	// entflakeGenerated is set when the hook generated the id, which an
+	// upsert must then not find in a stored row (entflakeUpsertID).
+	entflakeGenerated bool
 }
 
 var _ ent.Mutation = (*Snow8Mutation)(nil)
@@ -3445,6 +3455,9 @@ type Snow8RowMutation struct {
 	// mutation ran in, if any (entflakeStatement). A pointer: one word
 	// more in every mutation, not three.
 	entflakeBatch *[]*Snow8RowCreate
+	// entflakeGenerated is set when the hook generated the id, which an
+	// upsert must then not find in a stored row (entflakeUpsertID).
+	entflakeGenerated bool
 }
 
 var _ ent.Mutation = (*Snow8RowMutation)(nil)
@@ -3852,4 +3865,849 @@ func (m *Snow8RowMutation) ClearEdge(name string) error {
 // It returns an error if the edge is not defined in the schema.
 func (m *Snow8RowMutation) ResetEdge(name string) error {
 	return fmt.Errorf("unknown Snow8Row edge %s", name)
+}
+
+// UpAutoMutation represents an operation that mutates the UpAuto nodes in the graph.
+type UpAutoMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *int
+	k             *int64
+	addk          *int64
+	payload       *string
+	clearedFields map[string]struct{}
+	done          bool
+	oldValue      func(context.Context) (*UpAuto, error)
+	predicates    []predicate.UpAuto
+}
+
+var _ ent.Mutation = (*UpAutoMutation)(nil)
+
+// upautoOption allows management of the mutation configuration using functional options.
+type upautoOption func(*UpAutoMutation)
+
+// newUpAutoMutation creates new mutation for the UpAuto entity.
+func newUpAutoMutation(c config, op Op, opts ...upautoOption) *UpAutoMutation {
+	m := &UpAutoMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeUpAuto,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withUpAutoID sets the ID field of the mutation.
+func withUpAutoID(id int) upautoOption {
+	return func(m *UpAutoMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *UpAuto
+		)
+		m.oldValue = func(ctx context.Context) (*UpAuto, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().UpAuto.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withUpAuto sets the old UpAuto of the mutation.
+func withUpAuto(node *UpAuto) upautoOption {
+	return func(m *UpAutoMutation) {
+		m.oldValue = func(context.Context) (*UpAuto, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m UpAutoMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m UpAutoMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *UpAutoMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *UpAutoMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().UpAuto.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetK sets the "k" field.
+func (m *UpAutoMutation) SetK(i int64) {
+	m.k = &i
+	m.addk = nil
+}
+
+// K returns the value of the "k" field in the mutation.
+func (m *UpAutoMutation) K() (r int64, exists bool) {
+	v := m.k
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldK returns the old "k" field's value of the UpAuto entity.
+// If the UpAuto object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *UpAutoMutation) OldK(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldK is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldK requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldK: %w", err)
+	}
+	return oldValue.K, nil
+}
+
+// AddK adds i to the "k" field.
+func (m *UpAutoMutation) AddK(i int64) {
+	if m.addk != nil {
+		*m.addk += i
+	} else {
+		m.addk = &i
+	}
+}
+
+// AddedK returns the value that was added to the "k" field in this mutation.
+func (m *UpAutoMutation) AddedK() (r int64, exists bool) {
+	v := m.addk
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetK resets all changes to the "k" field.
+func (m *UpAutoMutation) ResetK() {
+	m.k = nil
+	m.addk = nil
+}
+
+// SetPayload sets the "payload" field.
+func (m *UpAutoMutation) SetPayload(s string) {
+	m.payload = &s
+}
+
+// Payload returns the value of the "payload" field in the mutation.
+func (m *UpAutoMutation) Payload() (r string, exists bool) {
+	v := m.payload
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldPayload returns the old "payload" field's value of the UpAuto entity.
+// If the UpAuto object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *UpAutoMutation) OldPayload(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldPayload is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldPayload requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldPayload: %w", err)
+	}
+	return oldValue.Payload, nil
+}
+
+// ResetPayload resets all changes to the "payload" field.
+func (m *UpAutoMutation) ResetPayload() {
+	m.payload = nil
+}
+
+// Where appends a list predicates to the UpAutoMutation builder.
+func (m *UpAutoMutation) Where(ps ...predicate.UpAuto) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the UpAutoMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *UpAutoMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.UpAuto, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *UpAutoMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *UpAutoMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (UpAuto).
+func (m *UpAutoMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *UpAutoMutation) Fields() []string {
+	fields := make([]string, 0, 2)
+	if m.k != nil {
+		fields = append(fields, upauto.FieldK)
+	}
+	if m.payload != nil {
+		fields = append(fields, upauto.FieldPayload)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *UpAutoMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case upauto.FieldK:
+		return m.K()
+	case upauto.FieldPayload:
+		return m.Payload()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *UpAutoMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case upauto.FieldK:
+		return m.OldK(ctx)
+	case upauto.FieldPayload:
+		return m.OldPayload(ctx)
+	}
+	return nil, fmt.Errorf("unknown UpAuto field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *UpAutoMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case upauto.FieldK:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetK(v)
+		return nil
+	case upauto.FieldPayload:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetPayload(v)
+		return nil
+	}
+	return fmt.Errorf("unknown UpAuto field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *UpAutoMutation) AddedFields() []string {
+	var fields []string
+	if m.addk != nil {
+		fields = append(fields, upauto.FieldK)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *UpAutoMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case upauto.FieldK:
+		return m.AddedK()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *UpAutoMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case upauto.FieldK:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddK(v)
+		return nil
+	}
+	return fmt.Errorf("unknown UpAuto numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *UpAutoMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *UpAutoMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *UpAutoMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown UpAuto nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *UpAutoMutation) ResetField(name string) error {
+	switch name {
+	case upauto.FieldK:
+		m.ResetK()
+		return nil
+	case upauto.FieldPayload:
+		m.ResetPayload()
+		return nil
+	}
+	return fmt.Errorf("unknown UpAuto field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *UpAutoMutation) AddedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *UpAutoMutation) AddedIDs(name string) []ent.Value {
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *UpAutoMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *UpAutoMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *UpAutoMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *UpAutoMutation) EdgeCleared(name string) bool {
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *UpAutoMutation) ClearEdge(name string) error {
+	return fmt.Errorf("unknown UpAuto unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *UpAutoMutation) ResetEdge(name string) error {
+	return fmt.Errorf("unknown UpAuto edge %s", name)
+}
+
+// UpSnowMutation represents an operation that mutates the UpSnow nodes in the graph.
+type UpSnowMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *int64
+	k             *int64
+	addk          *int64
+	payload       *string
+	clearedFields map[string]struct{}
+	done          bool
+	oldValue      func(context.Context) (*UpSnow, error)
+	predicates    []predicate.UpSnow
+	// entflakeBatch are the builders of the CreateBulk whose INSERT the
+	// mutation ran in, if any (entflakeStatement). A pointer: one word
+	// more in every mutation, not three.
+	entflakeBatch *[]*UpSnowCreate
+	// entflakeGenerated is set when the hook generated the id, which an
+	// upsert must then not find in a stored row (entflakeUpsertID).
+	entflakeGenerated bool
+}
+
+var _ ent.Mutation = (*UpSnowMutation)(nil)
+
+// upsnowOption allows management of the mutation configuration using functional options.
+type upsnowOption func(*UpSnowMutation)
+
+// newUpSnowMutation creates new mutation for the UpSnow entity.
+func newUpSnowMutation(c config, op Op, opts ...upsnowOption) *UpSnowMutation {
+	m := &UpSnowMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeUpSnow,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withUpSnowID sets the ID field of the mutation.
+func withUpSnowID(id int64) upsnowOption {
+	return func(m *UpSnowMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *UpSnow
+		)
+		m.oldValue = func(ctx context.Context) (*UpSnow, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().UpSnow.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withUpSnow sets the old UpSnow of the mutation.
+func withUpSnow(node *UpSnow) upsnowOption {
+	return func(m *UpSnowMutation) {
+		m.oldValue = func(context.Context) (*UpSnow, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m UpSnowMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m UpSnowMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// SetID sets the value of the id field. Note that this
+// operation is only accepted on creation of UpSnow entities.
+func (m *UpSnowMutation) SetID(id int64) {
+	m.id = &id
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *UpSnowMutation) ID() (id int64, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *UpSnowMutation) IDs(ctx context.Context) ([]int64, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int64{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().UpSnow.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetK sets the "k" field.
+func (m *UpSnowMutation) SetK(i int64) {
+	m.k = &i
+	m.addk = nil
+}
+
+// K returns the value of the "k" field in the mutation.
+func (m *UpSnowMutation) K() (r int64, exists bool) {
+	v := m.k
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldK returns the old "k" field's value of the UpSnow entity.
+// If the UpSnow object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *UpSnowMutation) OldK(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldK is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldK requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldK: %w", err)
+	}
+	return oldValue.K, nil
+}
+
+// AddK adds i to the "k" field.
+func (m *UpSnowMutation) AddK(i int64) {
+	if m.addk != nil {
+		*m.addk += i
+	} else {
+		m.addk = &i
+	}
+}
+
+// AddedK returns the value that was added to the "k" field in this mutation.
+func (m *UpSnowMutation) AddedK() (r int64, exists bool) {
+	v := m.addk
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetK resets all changes to the "k" field.
+func (m *UpSnowMutation) ResetK() {
+	m.k = nil
+	m.addk = nil
+}
+
+// SetPayload sets the "payload" field.
+func (m *UpSnowMutation) SetPayload(s string) {
+	m.payload = &s
+}
+
+// Payload returns the value of the "payload" field in the mutation.
+func (m *UpSnowMutation) Payload() (r string, exists bool) {
+	v := m.payload
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldPayload returns the old "payload" field's value of the UpSnow entity.
+// If the UpSnow object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *UpSnowMutation) OldPayload(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldPayload is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldPayload requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldPayload: %w", err)
+	}
+	return oldValue.Payload, nil
+}
+
+// ResetPayload resets all changes to the "payload" field.
+func (m *UpSnowMutation) ResetPayload() {
+	m.payload = nil
+}
+
+// Where appends a list predicates to the UpSnowMutation builder.
+func (m *UpSnowMutation) Where(ps ...predicate.UpSnow) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the UpSnowMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *UpSnowMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.UpSnow, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *UpSnowMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *UpSnowMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (UpSnow).
+func (m *UpSnowMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *UpSnowMutation) Fields() []string {
+	fields := make([]string, 0, 2)
+	if m.k != nil {
+		fields = append(fields, upsnow.FieldK)
+	}
+	if m.payload != nil {
+		fields = append(fields, upsnow.FieldPayload)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *UpSnowMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case upsnow.FieldK:
+		return m.K()
+	case upsnow.FieldPayload:
+		return m.Payload()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *UpSnowMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case upsnow.FieldK:
+		return m.OldK(ctx)
+	case upsnow.FieldPayload:
+		return m.OldPayload(ctx)
+	}
+	return nil, fmt.Errorf("unknown UpSnow field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *UpSnowMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case upsnow.FieldK:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetK(v)
+		return nil
+	case upsnow.FieldPayload:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetPayload(v)
+		return nil
+	}
+	return fmt.Errorf("unknown UpSnow field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *UpSnowMutation) AddedFields() []string {
+	var fields []string
+	if m.addk != nil {
+		fields = append(fields, upsnow.FieldK)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *UpSnowMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case upsnow.FieldK:
+		return m.AddedK()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *UpSnowMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case upsnow.FieldK:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddK(v)
+		return nil
+	}
+	return fmt.Errorf("unknown UpSnow numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *UpSnowMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *UpSnowMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *UpSnowMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown UpSnow nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *UpSnowMutation) ResetField(name string) error {
+	switch name {
+	case upsnow.FieldK:
+		m.ResetK()
+		return nil
+	case upsnow.FieldPayload:
+		m.ResetPayload()
+		return nil
+	}
+	return fmt.Errorf("unknown UpSnow field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *UpSnowMutation) AddedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *UpSnowMutation) AddedIDs(name string) []ent.Value {
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *UpSnowMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *UpSnowMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *UpSnowMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *UpSnowMutation) EdgeCleared(name string) bool {
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *UpSnowMutation) ClearEdge(name string) error {
+	return fmt.Errorf("unknown UpSnow unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *UpSnowMutation) ResetEdge(name string) error {
+	return fmt.Errorf("unknown UpSnow edge %s", name)
 }

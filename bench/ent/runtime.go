@@ -13,6 +13,8 @@ import (
 	"github.com/entflake/entflake/bench/ent/snow"
 	"github.com/entflake/entflake/bench/ent/snow8"
 	"github.com/entflake/entflake/bench/ent/snow8row"
+	"github.com/entflake/entflake/bench/ent/upauto"
+	"github.com/entflake/entflake/bench/ent/upsnow"
 )
 
 // The init function reads all schema descriptors with runtime code
@@ -100,4 +102,22 @@ func init() {
 	snow8rowDescPayload := snow8rowMixinFields1[1].Descriptor()
 	// snow8row.PayloadValidator is a validator for the "payload" field. It is called by the builders before save.
 	snow8row.PayloadValidator = snow8rowDescPayload.Validators[0].(func(string) error)
+	upautoMixin := schema.UpAuto{}.Mixin()
+	upautoMixinFields0 := upautoMixin[0].Fields()
+	_ = upautoMixinFields0
+	upautoFields := schema.UpAuto{}.Fields()
+	_ = upautoFields
+	// upautoDescPayload is the schema descriptor for payload field.
+	upautoDescPayload := upautoMixinFields0[1].Descriptor()
+	// upauto.PayloadValidator is a validator for the "payload" field. It is called by the builders before save.
+	upauto.PayloadValidator = upautoDescPayload.Validators[0].(func(string) error)
+	upsnowMixin := schema.UpSnow{}.Mixin()
+	upsnowMixinFields1 := upsnowMixin[1].Fields()
+	_ = upsnowMixinFields1
+	upsnowFields := schema.UpSnow{}.Fields()
+	_ = upsnowFields
+	// upsnowDescPayload is the schema descriptor for payload field.
+	upsnowDescPayload := upsnowMixinFields1[1].Descriptor()
+	// upsnow.PayloadValidator is a validator for the "payload" field. It is called by the builders before save.
+	upsnow.PayloadValidator = upsnowDescPayload.Validators[0].(func(string) error)
 }

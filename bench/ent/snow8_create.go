@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 
+	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"entgo.io/ent/schema/field"
 	"github.com/entflake/entflake/bench/ent/snow8"
@@ -17,6 +18,7 @@ type Snow8Create struct {
 	config
 	mutation *Snow8Mutation
 	hooks    []Hook
+	conflict []sql.ConflictOption
 }
 
 // SetK sets the "k" field.
@@ -110,6 +112,10 @@ func (_c *Snow8Create) createSpec() (*Snow8, *sqlgraph.CreateSpec) {
 		_node = &Snow8{config: _c.config}
 		_spec = sqlgraph.NewCreateSpec(snow8.Table, sqlgraph.NewFieldSpec(snow8.FieldID, field.TypeInt64))
 	)
+	_spec.OnConflict = _c.conflict
+	if len(_spec.OnConflict) > 0 {
+		_spec.OnConflict = entflakeUpsert(_c.driver.Dialect(), _spec.OnConflict, _spec, _c.mutation.entflakeGenerated)
+	}
 	if id, ok := _c.mutation.ID(); ok {
 		_node.ID = id
 		_spec.ID.Value = id
@@ -125,11 +131,207 @@ func (_c *Snow8Create) createSpec() (*Snow8, *sqlgraph.CreateSpec) {
 	return _node, _spec
 }
 
+// OnConflict allows configuring the `ON CONFLICT` / `ON DUPLICATE KEY` clause
+// of the `INSERT` statement. For example:
+//
+//	client.Snow8.Create().
+//		SetK(v).
+//		OnConflict(
+//			// Update the row with the new values
+//			// the was proposed for insertion.
+//			sql.ResolveWithNewValues(),
+//		).
+//		// Override some of the fields with custom
+//		// update values.
+//		Update(func(u *ent.Snow8Upsert) {
+//			SetK(v+v).
+//		}).
+//		Exec(ctx)
+func (_c *Snow8Create) OnConflict(opts ...sql.ConflictOption) *Snow8UpsertOne {
+	_c.conflict = opts
+	return &Snow8UpsertOne{
+		create: _c,
+	}
+}
+
+// OnConflictColumns calls `OnConflict` and configures the columns
+// as conflict target. Using this option is equivalent to using:
+//
+//	client.Snow8.Create().
+//		OnConflict(sql.ConflictColumns(columns...)).
+//		Exec(ctx)
+func (_c *Snow8Create) OnConflictColumns(columns ...string) *Snow8UpsertOne {
+	_c.conflict = append(_c.conflict, sql.ConflictColumns(columns...))
+	return &Snow8UpsertOne{
+		create: _c,
+	}
+}
+
+type (
+	// Snow8UpsertOne is the builder for "upsert"-ing
+	//  one Snow8 node.
+	Snow8UpsertOne struct {
+		create *Snow8Create
+	}
+
+	// Snow8Upsert is the "OnConflict" setter.
+	Snow8Upsert struct {
+		*sql.UpdateSet
+	}
+)
+
+// SetK sets the "k" field.
+func (u *Snow8Upsert) SetK(v int64) *Snow8Upsert {
+	u.Set(snow8.FieldK, v)
+	return u
+}
+
+// UpdateK sets the "k" field to the value that was provided on create.
+func (u *Snow8Upsert) UpdateK() *Snow8Upsert {
+	u.SetExcluded(snow8.FieldK)
+	return u
+}
+
+// AddK adds v to the "k" field.
+func (u *Snow8Upsert) AddK(v int64) *Snow8Upsert {
+	u.Add(snow8.FieldK, v)
+	return u
+}
+
+// SetPayload sets the "payload" field.
+func (u *Snow8Upsert) SetPayload(v string) *Snow8Upsert {
+	u.Set(snow8.FieldPayload, v)
+	return u
+}
+
+// UpdatePayload sets the "payload" field to the value that was provided on create.
+func (u *Snow8Upsert) UpdatePayload() *Snow8Upsert {
+	u.SetExcluded(snow8.FieldPayload)
+	return u
+}
+
+// UpdateNewValues updates the mutable fields using the new values that were set on create except the ID field.
+// Using this option is equivalent to using:
+//
+//	client.Snow8.Create().
+//		OnConflict(
+//			sql.ResolveWithNewValues(),
+//			sql.ResolveWith(func(u *sql.UpdateSet) {
+//				u.SetIgnore(snow8.FieldID)
+//			}),
+//		).
+//		Exec(ctx)
+func (u *Snow8UpsertOne) UpdateNewValues() *Snow8UpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithNewValues())
+	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(s *sql.UpdateSet) {
+		if _, exists := u.create.mutation.ID(); exists {
+			s.SetIgnore(snow8.FieldID)
+		}
+	}))
+	return u
+}
+
+// Ignore sets each column to itself in case of conflict.
+// Using this option is equivalent to using:
+//
+//	client.Snow8.Create().
+//	    OnConflict(sql.ResolveWithIgnore()).
+//	    Exec(ctx)
+func (u *Snow8UpsertOne) Ignore() *Snow8UpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithIgnore())
+	return u
+}
+
+// DoNothing configures the conflict_action to `DO NOTHING`.
+// Supported only by SQLite and PostgreSQL.
+func (u *Snow8UpsertOne) DoNothing() *Snow8UpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.DoNothing())
+	return u
+}
+
+// Update allows overriding fields `UPDATE` values. See the Snow8Create.OnConflict
+// documentation for more info.
+func (u *Snow8UpsertOne) Update(set func(*Snow8Upsert)) *Snow8UpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(update *sql.UpdateSet) {
+		set(&Snow8Upsert{UpdateSet: update})
+	}))
+	return u
+}
+
+// SetK sets the "k" field.
+func (u *Snow8UpsertOne) SetK(v int64) *Snow8UpsertOne {
+	return u.Update(func(s *Snow8Upsert) {
+		s.SetK(v)
+	})
+}
+
+// AddK adds v to the "k" field.
+func (u *Snow8UpsertOne) AddK(v int64) *Snow8UpsertOne {
+	return u.Update(func(s *Snow8Upsert) {
+		s.AddK(v)
+	})
+}
+
+// UpdateK sets the "k" field to the value that was provided on create.
+func (u *Snow8UpsertOne) UpdateK() *Snow8UpsertOne {
+	return u.Update(func(s *Snow8Upsert) {
+		s.UpdateK()
+	})
+}
+
+// SetPayload sets the "payload" field.
+func (u *Snow8UpsertOne) SetPayload(v string) *Snow8UpsertOne {
+	return u.Update(func(s *Snow8Upsert) {
+		s.SetPayload(v)
+	})
+}
+
+// UpdatePayload sets the "payload" field to the value that was provided on create.
+func (u *Snow8UpsertOne) UpdatePayload() *Snow8UpsertOne {
+	return u.Update(func(s *Snow8Upsert) {
+		s.UpdatePayload()
+	})
+}
+
+// Exec executes the query.
+func (u *Snow8UpsertOne) Exec(ctx context.Context) error {
+	if len(u.create.conflict) == 0 {
+		return errors.New("ent: missing options for Snow8Create.OnConflict")
+	}
+	return u.create.Exec(ctx)
+}
+
+// ExecX is like Exec, but panics if an error occurs.
+func (u *Snow8UpsertOne) ExecX(ctx context.Context) {
+	if err := u.create.Exec(ctx); err != nil {
+		panic(err)
+	}
+}
+
+// Exec executes the UPSERT query and returns the inserted/updated ID.
+func (u *Snow8UpsertOne) ID(ctx context.Context) (id int64, err error) {
+	node, err := u.create.Save(ctx)
+	if err != nil {
+		return id, err
+	}
+	return node.ID, nil
+}
+
+// IDX is like ID, but panics if an error occurs.
+func (u *Snow8UpsertOne) IDX(ctx context.Context) int64 {
+	id, err := u.ID(ctx)
+	if err != nil {
+		panic(err)
+	}
+	return id
+}
+
 // Snow8CreateBulk is the builder for creating many Snow8 entities in bulk.
 type Snow8CreateBulk struct {
 	config
 	err      error
 	builders []*Snow8Create
+	conflict []sql.ConflictOption
 }
 
 // Save creates the Snow8 entities in the database.
@@ -158,10 +360,28 @@ func (_c *Snow8CreateBulk) Save(ctx context.Context) ([]*Snow8, error) {
 					_, err = mutators[i+1].Mutate(root, _c.builders[i+1].mutation)
 				} else {
 					spec := &sqlgraph.BatchCreateSpec{Nodes: specs}
-					entflakeKeepBatchIDs(_c.driver.Dialect(), spec)
+					spec.OnConflict = _c.conflict
 					for _, b := range _c.builders {
 						b.mutation.entflakeBatch = &_c.builders
 					}
+					if len(spec.OnConflict) > 0 && entflakeEach(_c.driver.Dialect(), spec.OnConflict) {
+						err := entflakeUpsertEach(ctx, &_c.config, spec, func(j int) bool { return _c.builders[j].mutation.entflakeGenerated })
+						if err != nil {
+							return nil, err
+						}
+						for j, s := range spec.Nodes {
+							nodes[j].ID, _ = s.ID.Value.(int64)
+						}
+						spec.Nodes = nil
+					} else if n := len(spec.OnConflict); n > 0 {
+						spec.OnConflict = append(spec.OnConflict[:n:n], entflakeKeepID("id"))
+						// RETURNING gives every row's stored id, in order; ent's code
+						// after BatchCreate copies it only into an entity whose ID is 0.
+						for j := range nodes {
+							nodes[j].ID = 0
+						}
+					}
+					entflakeKeepBatchIDs(_c.driver.Dialect(), spec)
 					// Invoke the actual operation on the latest mutation in the chain.
 					if err = sqlgraph.BatchCreate(ctx, _c.driver, spec); err != nil {
 						if sqlgraph.IsConstraintError(err) {
@@ -212,6 +432,155 @@ func (_c *Snow8CreateBulk) Exec(ctx context.Context) error {
 // ExecX is like Exec, but panics if an error occurs.
 func (_c *Snow8CreateBulk) ExecX(ctx context.Context) {
 	if err := _c.Exec(ctx); err != nil {
+		panic(err)
+	}
+}
+
+// OnConflict allows configuring the `ON CONFLICT` / `ON DUPLICATE KEY` clause
+// of the `INSERT` statement. For example:
+//
+//	client.Snow8.CreateBulk(builders...).
+//		OnConflict(
+//			// Update the row with the new values
+//			// the was proposed for insertion.
+//			sql.ResolveWithNewValues(),
+//		).
+//		// Override some of the fields with custom
+//		// update values.
+//		Update(func(u *ent.Snow8Upsert) {
+//			SetK(v+v).
+//		}).
+//		Exec(ctx)
+func (_c *Snow8CreateBulk) OnConflict(opts ...sql.ConflictOption) *Snow8UpsertBulk {
+	_c.conflict = opts
+	return &Snow8UpsertBulk{
+		create: _c,
+	}
+}
+
+// OnConflictColumns calls `OnConflict` and configures the columns
+// as conflict target. Using this option is equivalent to using:
+//
+//	client.Snow8.Create().
+//		OnConflict(sql.ConflictColumns(columns...)).
+//		Exec(ctx)
+func (_c *Snow8CreateBulk) OnConflictColumns(columns ...string) *Snow8UpsertBulk {
+	_c.conflict = append(_c.conflict, sql.ConflictColumns(columns...))
+	return &Snow8UpsertBulk{
+		create: _c,
+	}
+}
+
+// Snow8UpsertBulk is the builder for "upsert"-ing
+// a bulk of Snow8 nodes.
+type Snow8UpsertBulk struct {
+	create *Snow8CreateBulk
+}
+
+// UpdateNewValues updates the mutable fields using the new values that
+// were set on create. Using this option is equivalent to using:
+//
+//	client.Snow8.Create().
+//		OnConflict(
+//			sql.ResolveWithNewValues(),
+//			sql.ResolveWith(func(u *sql.UpdateSet) {
+//				u.SetIgnore(snow8.FieldID)
+//			}),
+//		).
+//		Exec(ctx)
+func (u *Snow8UpsertBulk) UpdateNewValues() *Snow8UpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithNewValues())
+	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(s *sql.UpdateSet) {
+		for _, b := range u.create.builders {
+			if _, exists := b.mutation.ID(); exists {
+				s.SetIgnore(snow8.FieldID)
+			}
+		}
+	}))
+	return u
+}
+
+// Ignore sets each column to itself in case of conflict.
+// Using this option is equivalent to using:
+//
+//	client.Snow8.Create().
+//		OnConflict(sql.ResolveWithIgnore()).
+//		Exec(ctx)
+func (u *Snow8UpsertBulk) Ignore() *Snow8UpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithIgnore())
+	return u
+}
+
+// DoNothing configures the conflict_action to `DO NOTHING`.
+// Supported only by SQLite and PostgreSQL.
+func (u *Snow8UpsertBulk) DoNothing() *Snow8UpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.DoNothing())
+	return u
+}
+
+// Update allows overriding fields `UPDATE` values. See the Snow8CreateBulk.OnConflict
+// documentation for more info.
+func (u *Snow8UpsertBulk) Update(set func(*Snow8Upsert)) *Snow8UpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(update *sql.UpdateSet) {
+		set(&Snow8Upsert{UpdateSet: update})
+	}))
+	return u
+}
+
+// SetK sets the "k" field.
+func (u *Snow8UpsertBulk) SetK(v int64) *Snow8UpsertBulk {
+	return u.Update(func(s *Snow8Upsert) {
+		s.SetK(v)
+	})
+}
+
+// AddK adds v to the "k" field.
+func (u *Snow8UpsertBulk) AddK(v int64) *Snow8UpsertBulk {
+	return u.Update(func(s *Snow8Upsert) {
+		s.AddK(v)
+	})
+}
+
+// UpdateK sets the "k" field to the value that was provided on create.
+func (u *Snow8UpsertBulk) UpdateK() *Snow8UpsertBulk {
+	return u.Update(func(s *Snow8Upsert) {
+		s.UpdateK()
+	})
+}
+
+// SetPayload sets the "payload" field.
+func (u *Snow8UpsertBulk) SetPayload(v string) *Snow8UpsertBulk {
+	return u.Update(func(s *Snow8Upsert) {
+		s.SetPayload(v)
+	})
+}
+
+// UpdatePayload sets the "payload" field to the value that was provided on create.
+func (u *Snow8UpsertBulk) UpdatePayload() *Snow8UpsertBulk {
+	return u.Update(func(s *Snow8Upsert) {
+		s.UpdatePayload()
+	})
+}
+
+// Exec executes the query.
+func (u *Snow8UpsertBulk) Exec(ctx context.Context) error {
+	if u.create.err != nil {
+		return u.create.err
+	}
+	for i, b := range u.create.builders {
+		if len(b.conflict) != 0 {
+			return fmt.Errorf("ent: OnConflict was set for builder %d. Set it on the Snow8CreateBulk instead", i)
+		}
+	}
+	if len(u.create.conflict) == 0 {
+		return errors.New("ent: missing options for Snow8CreateBulk.OnConflict")
+	}
+	return u.create.Exec(ctx)
+}
+
+// ExecX is like Exec, but panics if an error occurs.
+func (u *Snow8UpsertBulk) ExecX(ctx context.Context) {
+	if err := u.create.Exec(ctx); err != nil {
 		panic(err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 
+	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"entgo.io/ent/schema/field"
 	"github.com/entflake/entflake/bench/ent/snow8row"
@@ -17,6 +18,7 @@ type Snow8RowCreate struct {
 	config
 	mutation *Snow8RowMutation
 	hooks    []Hook
+	conflict []sql.ConflictOption
 }
 
 // SetK sets the "k" field.
@@ -110,6 +112,10 @@ func (_c *Snow8RowCreate) createSpec() (*Snow8Row, *sqlgraph.CreateSpec) {
 		_node = &Snow8Row{config: _c.config}
 		_spec = sqlgraph.NewCreateSpec(snow8row.Table, sqlgraph.NewFieldSpec(snow8row.FieldID, field.TypeInt64))
 	)
+	_spec.OnConflict = _c.conflict
+	if len(_spec.OnConflict) > 0 {
+		_spec.OnConflict = entflakeUpsert(_c.driver.Dialect(), _spec.OnConflict, _spec, _c.mutation.entflakeGenerated)
+	}
 	if id, ok := _c.mutation.ID(); ok {
 		_node.ID = id
 		_spec.ID.Value = id
@@ -125,11 +131,207 @@ func (_c *Snow8RowCreate) createSpec() (*Snow8Row, *sqlgraph.CreateSpec) {
 	return _node, _spec
 }
 
+// OnConflict allows configuring the `ON CONFLICT` / `ON DUPLICATE KEY` clause
+// of the `INSERT` statement. For example:
+//
+//	client.Snow8Row.Create().
+//		SetK(v).
+//		OnConflict(
+//			// Update the row with the new values
+//			// the was proposed for insertion.
+//			sql.ResolveWithNewValues(),
+//		).
+//		// Override some of the fields with custom
+//		// update values.
+//		Update(func(u *ent.Snow8RowUpsert) {
+//			SetK(v+v).
+//		}).
+//		Exec(ctx)
+func (_c *Snow8RowCreate) OnConflict(opts ...sql.ConflictOption) *Snow8RowUpsertOne {
+	_c.conflict = opts
+	return &Snow8RowUpsertOne{
+		create: _c,
+	}
+}
+
+// OnConflictColumns calls `OnConflict` and configures the columns
+// as conflict target. Using this option is equivalent to using:
+//
+//	client.Snow8Row.Create().
+//		OnConflict(sql.ConflictColumns(columns...)).
+//		Exec(ctx)
+func (_c *Snow8RowCreate) OnConflictColumns(columns ...string) *Snow8RowUpsertOne {
+	_c.conflict = append(_c.conflict, sql.ConflictColumns(columns...))
+	return &Snow8RowUpsertOne{
+		create: _c,
+	}
+}
+
+type (
+	// Snow8RowUpsertOne is the builder for "upsert"-ing
+	//  one Snow8Row node.
+	Snow8RowUpsertOne struct {
+		create *Snow8RowCreate
+	}
+
+	// Snow8RowUpsert is the "OnConflict" setter.
+	Snow8RowUpsert struct {
+		*sql.UpdateSet
+	}
+)
+
+// SetK sets the "k" field.
+func (u *Snow8RowUpsert) SetK(v int64) *Snow8RowUpsert {
+	u.Set(snow8row.FieldK, v)
+	return u
+}
+
+// UpdateK sets the "k" field to the value that was provided on create.
+func (u *Snow8RowUpsert) UpdateK() *Snow8RowUpsert {
+	u.SetExcluded(snow8row.FieldK)
+	return u
+}
+
+// AddK adds v to the "k" field.
+func (u *Snow8RowUpsert) AddK(v int64) *Snow8RowUpsert {
+	u.Add(snow8row.FieldK, v)
+	return u
+}
+
+// SetPayload sets the "payload" field.
+func (u *Snow8RowUpsert) SetPayload(v string) *Snow8RowUpsert {
+	u.Set(snow8row.FieldPayload, v)
+	return u
+}
+
+// UpdatePayload sets the "payload" field to the value that was provided on create.
+func (u *Snow8RowUpsert) UpdatePayload() *Snow8RowUpsert {
+	u.SetExcluded(snow8row.FieldPayload)
+	return u
+}
+
+// UpdateNewValues updates the mutable fields using the new values that were set on create except the ID field.
+// Using this option is equivalent to using:
+//
+//	client.Snow8Row.Create().
+//		OnConflict(
+//			sql.ResolveWithNewValues(),
+//			sql.ResolveWith(func(u *sql.UpdateSet) {
+//				u.SetIgnore(snow8row.FieldID)
+//			}),
+//		).
+//		Exec(ctx)
+func (u *Snow8RowUpsertOne) UpdateNewValues() *Snow8RowUpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithNewValues())
+	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(s *sql.UpdateSet) {
+		if _, exists := u.create.mutation.ID(); exists {
+			s.SetIgnore(snow8row.FieldID)
+		}
+	}))
+	return u
+}
+
+// Ignore sets each column to itself in case of conflict.
+// Using this option is equivalent to using:
+//
+//	client.Snow8Row.Create().
+//	    OnConflict(sql.ResolveWithIgnore()).
+//	    Exec(ctx)
+func (u *Snow8RowUpsertOne) Ignore() *Snow8RowUpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithIgnore())
+	return u
+}
+
+// DoNothing configures the conflict_action to `DO NOTHING`.
+// Supported only by SQLite and PostgreSQL.
+func (u *Snow8RowUpsertOne) DoNothing() *Snow8RowUpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.DoNothing())
+	return u
+}
+
+// Update allows overriding fields `UPDATE` values. See the Snow8RowCreate.OnConflict
+// documentation for more info.
+func (u *Snow8RowUpsertOne) Update(set func(*Snow8RowUpsert)) *Snow8RowUpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(update *sql.UpdateSet) {
+		set(&Snow8RowUpsert{UpdateSet: update})
+	}))
+	return u
+}
+
+// SetK sets the "k" field.
+func (u *Snow8RowUpsertOne) SetK(v int64) *Snow8RowUpsertOne {
+	return u.Update(func(s *Snow8RowUpsert) {
+		s.SetK(v)
+	})
+}
+
+// AddK adds v to the "k" field.
+func (u *Snow8RowUpsertOne) AddK(v int64) *Snow8RowUpsertOne {
+	return u.Update(func(s *Snow8RowUpsert) {
+		s.AddK(v)
+	})
+}
+
+// UpdateK sets the "k" field to the value that was provided on create.
+func (u *Snow8RowUpsertOne) UpdateK() *Snow8RowUpsertOne {
+	return u.Update(func(s *Snow8RowUpsert) {
+		s.UpdateK()
+	})
+}
+
+// SetPayload sets the "payload" field.
+func (u *Snow8RowUpsertOne) SetPayload(v string) *Snow8RowUpsertOne {
+	return u.Update(func(s *Snow8RowUpsert) {
+		s.SetPayload(v)
+	})
+}
+
+// UpdatePayload sets the "payload" field to the value that was provided on create.
+func (u *Snow8RowUpsertOne) UpdatePayload() *Snow8RowUpsertOne {
+	return u.Update(func(s *Snow8RowUpsert) {
+		s.UpdatePayload()
+	})
+}
+
+// Exec executes the query.
+func (u *Snow8RowUpsertOne) Exec(ctx context.Context) error {
+	if len(u.create.conflict) == 0 {
+		return errors.New("ent: missing options for Snow8RowCreate.OnConflict")
+	}
+	return u.create.Exec(ctx)
+}
+
+// ExecX is like Exec, but panics if an error occurs.
+func (u *Snow8RowUpsertOne) ExecX(ctx context.Context) {
+	if err := u.create.Exec(ctx); err != nil {
+		panic(err)
+	}
+}
+
+// Exec executes the UPSERT query and returns the inserted/updated ID.
+func (u *Snow8RowUpsertOne) ID(ctx context.Context) (id int64, err error) {
+	node, err := u.create.Save(ctx)
+	if err != nil {
+		return id, err
+	}
+	return node.ID, nil
+}
+
+// IDX is like ID, but panics if an error occurs.
+func (u *Snow8RowUpsertOne) IDX(ctx context.Context) int64 {
+	id, err := u.ID(ctx)
+	if err != nil {
+		panic(err)
+	}
+	return id
+}
+
 // Snow8RowCreateBulk is the builder for creating many Snow8Row entities in bulk.
 type Snow8RowCreateBulk struct {
 	config
 	err      error
 	builders []*Snow8RowCreate
+	conflict []sql.ConflictOption
 }
 
 // Save creates the Snow8Row entities in the database.
@@ -158,10 +360,28 @@ func (_c *Snow8RowCreateBulk) Save(ctx context.Context) ([]*Snow8Row, error) {
 					_, err = mutators[i+1].Mutate(root, _c.builders[i+1].mutation)
 				} else {
 					spec := &sqlgraph.BatchCreateSpec{Nodes: specs}
-					entflakeKeepBatchIDs(_c.driver.Dialect(), spec)
+					spec.OnConflict = _c.conflict
 					for _, b := range _c.builders {
 						b.mutation.entflakeBatch = &_c.builders
 					}
+					if len(spec.OnConflict) > 0 && entflakeEach(_c.driver.Dialect(), spec.OnConflict) {
+						err := entflakeUpsertEach(ctx, &_c.config, spec, func(j int) bool { return _c.builders[j].mutation.entflakeGenerated })
+						if err != nil {
+							return nil, err
+						}
+						for j, s := range spec.Nodes {
+							nodes[j].ID, _ = s.ID.Value.(int64)
+						}
+						spec.Nodes = nil
+					} else if n := len(spec.OnConflict); n > 0 {
+						spec.OnConflict = append(spec.OnConflict[:n:n], entflakeKeepID("id"))
+						// RETURNING gives every row's stored id, in order; ent's code
+						// after BatchCreate copies it only into an entity whose ID is 0.
+						for j := range nodes {
+							nodes[j].ID = 0
+						}
+					}
+					entflakeKeepBatchIDs(_c.driver.Dialect(), spec)
 					// Invoke the actual operation on the latest mutation in the chain.
 					if err = sqlgraph.BatchCreate(ctx, _c.driver, spec); err != nil {
 						if sqlgraph.IsConstraintError(err) {
@@ -212,6 +432,155 @@ func (_c *Snow8RowCreateBulk) Exec(ctx context.Context) error {
 // ExecX is like Exec, but panics if an error occurs.
 func (_c *Snow8RowCreateBulk) ExecX(ctx context.Context) {
 	if err := _c.Exec(ctx); err != nil {
+		panic(err)
+	}
+}
+
+// OnConflict allows configuring the `ON CONFLICT` / `ON DUPLICATE KEY` clause
+// of the `INSERT` statement. For example:
+//
+//	client.Snow8Row.CreateBulk(builders...).
+//		OnConflict(
+//			// Update the row with the new values
+//			// the was proposed for insertion.
+//			sql.ResolveWithNewValues(),
+//		).
+//		// Override some of the fields with custom
+//		// update values.
+//		Update(func(u *ent.Snow8RowUpsert) {
+//			SetK(v+v).
+//		}).
+//		Exec(ctx)
+func (_c *Snow8RowCreateBulk) OnConflict(opts ...sql.ConflictOption) *Snow8RowUpsertBulk {
+	_c.conflict = opts
+	return &Snow8RowUpsertBulk{
+		create: _c,
+	}
+}
+
+// OnConflictColumns calls `OnConflict` and configures the columns
+// as conflict target. Using this option is equivalent to using:
+//
+//	client.Snow8Row.Create().
+//		OnConflict(sql.ConflictColumns(columns...)).
+//		Exec(ctx)
+func (_c *Snow8RowCreateBulk) OnConflictColumns(columns ...string) *Snow8RowUpsertBulk {
+	_c.conflict = append(_c.conflict, sql.ConflictColumns(columns...))
+	return &Snow8RowUpsertBulk{
+		create: _c,
+	}
+}
+
+// Snow8RowUpsertBulk is the builder for "upsert"-ing
+// a bulk of Snow8Row nodes.
+type Snow8RowUpsertBulk struct {
+	create *Snow8RowCreateBulk
+}
+
+// UpdateNewValues updates the mutable fields using the new values that
+// were set on create. Using this option is equivalent to using:
+//
+//	client.Snow8Row.Create().
+//		OnConflict(
+//			sql.ResolveWithNewValues(),
+//			sql.ResolveWith(func(u *sql.UpdateSet) {
+//				u.SetIgnore(snow8row.FieldID)
+//			}),
+//		).
+//		Exec(ctx)
+func (u *Snow8RowUpsertBulk) UpdateNewValues() *Snow8RowUpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithNewValues())
+	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(s *sql.UpdateSet) {
+		for _, b := range u.create.builders {
+			if _, exists := b.mutation.ID(); exists {
+				s.SetIgnore(snow8row.FieldID)
+			}
+		}
+	}))
+	return u
+}
+
+// Ignore sets each column to itself in case of conflict.
+// Using this option is equivalent to using:
+//
+//	client.Snow8Row.Create().
+//		OnConflict(sql.ResolveWithIgnore()).
+//		Exec(ctx)
+func (u *Snow8RowUpsertBulk) Ignore() *Snow8RowUpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithIgnore())
+	return u
+}
+
+// DoNothing configures the conflict_action to `DO NOTHING`.
+// Supported only by SQLite and PostgreSQL.
+func (u *Snow8RowUpsertBulk) DoNothing() *Snow8RowUpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.DoNothing())
+	return u
+}
+
+// Update allows overriding fields `UPDATE` values. See the Snow8RowCreateBulk.OnConflict
+// documentation for more info.
+func (u *Snow8RowUpsertBulk) Update(set func(*Snow8RowUpsert)) *Snow8RowUpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(update *sql.UpdateSet) {
+		set(&Snow8RowUpsert{UpdateSet: update})
+	}))
+	return u
+}
+
+// SetK sets the "k" field.
+func (u *Snow8RowUpsertBulk) SetK(v int64) *Snow8RowUpsertBulk {
+	return u.Update(func(s *Snow8RowUpsert) {
+		s.SetK(v)
+	})
+}
+
+// AddK adds v to the "k" field.
+func (u *Snow8RowUpsertBulk) AddK(v int64) *Snow8RowUpsertBulk {
+	return u.Update(func(s *Snow8RowUpsert) {
+		s.AddK(v)
+	})
+}
+
+// UpdateK sets the "k" field to the value that was provided on create.
+func (u *Snow8RowUpsertBulk) UpdateK() *Snow8RowUpsertBulk {
+	return u.Update(func(s *Snow8RowUpsert) {
+		s.UpdateK()
+	})
+}
+
+// SetPayload sets the "payload" field.
+func (u *Snow8RowUpsertBulk) SetPayload(v string) *Snow8RowUpsertBulk {
+	return u.Update(func(s *Snow8RowUpsert) {
+		s.SetPayload(v)
+	})
+}
+
+// UpdatePayload sets the "payload" field to the value that was provided on create.
+func (u *Snow8RowUpsertBulk) UpdatePayload() *Snow8RowUpsertBulk {
+	return u.Update(func(s *Snow8RowUpsert) {
+		s.UpdatePayload()
+	})
+}
+
+// Exec executes the query.
+func (u *Snow8RowUpsertBulk) Exec(ctx context.Context) error {
+	if u.create.err != nil {
+		return u.create.err
+	}
+	for i, b := range u.create.builders {
+		if len(b.conflict) != 0 {
+			return fmt.Errorf("ent: OnConflict was set for builder %d. Set it on the Snow8RowCreateBulk instead", i)
+		}
+	}
+	if len(u.create.conflict) == 0 {
+		return errors.New("ent: missing options for Snow8RowCreateBulk.OnConflict")
+	}
+	return u.create.Exec(ctx)
+}
+
+// ExecX is like Exec, but panics if an error occurs.
+func (u *Snow8RowUpsertBulk) ExecX(ctx context.Context) {
+	if err := u.create.Exec(ctx); err != nil {
 		panic(err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 
+	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"entgo.io/ent/schema/field"
 	"github.com/entflake/entflake/bench/ent/snow"
@@ -17,6 +18,7 @@ type SnowCreate struct {
 	config
 	mutation *SnowMutation
 	hooks    []Hook
+	conflict []sql.ConflictOption
 }
 
 // SetK sets the "k" field.
@@ -110,6 +112,10 @@ func (_c *SnowCreate) createSpec() (*Snow, *sqlgraph.CreateSpec) {
 		_node = &Snow{config: _c.config}
 		_spec = sqlgraph.NewCreateSpec(snow.Table, sqlgraph.NewFieldSpec(snow.FieldID, field.TypeInt64))
 	)
+	_spec.OnConflict = _c.conflict
+	if len(_spec.OnConflict) > 0 {
+		_spec.OnConflict = entflakeUpsert(_c.driver.Dialect(), _spec.OnConflict, _spec, _c.mutation.entflakeGenerated)
+	}
 	if id, ok := _c.mutation.ID(); ok {
 		_node.ID = id
 		_spec.ID.Value = id
@@ -125,11 +131,207 @@ func (_c *SnowCreate) createSpec() (*Snow, *sqlgraph.CreateSpec) {
 	return _node, _spec
 }
 
+// OnConflict allows configuring the `ON CONFLICT` / `ON DUPLICATE KEY` clause
+// of the `INSERT` statement. For example:
+//
+//	client.Snow.Create().
+//		SetK(v).
+//		OnConflict(
+//			// Update the row with the new values
+//			// the was proposed for insertion.
+//			sql.ResolveWithNewValues(),
+//		).
+//		// Override some of the fields with custom
+//		// update values.
+//		Update(func(u *ent.SnowUpsert) {
+//			SetK(v+v).
+//		}).
+//		Exec(ctx)
+func (_c *SnowCreate) OnConflict(opts ...sql.ConflictOption) *SnowUpsertOne {
+	_c.conflict = opts
+	return &SnowUpsertOne{
+		create: _c,
+	}
+}
+
+// OnConflictColumns calls `OnConflict` and configures the columns
+// as conflict target. Using this option is equivalent to using:
+//
+//	client.Snow.Create().
+//		OnConflict(sql.ConflictColumns(columns...)).
+//		Exec(ctx)
+func (_c *SnowCreate) OnConflictColumns(columns ...string) *SnowUpsertOne {
+	_c.conflict = append(_c.conflict, sql.ConflictColumns(columns...))
+	return &SnowUpsertOne{
+		create: _c,
+	}
+}
+
+type (
+	// SnowUpsertOne is the builder for "upsert"-ing
+	//  one Snow node.
+	SnowUpsertOne struct {
+		create *SnowCreate
+	}
+
+	// SnowUpsert is the "OnConflict" setter.
+	SnowUpsert struct {
+		*sql.UpdateSet
+	}
+)
+
+// SetK sets the "k" field.
+func (u *SnowUpsert) SetK(v int64) *SnowUpsert {
+	u.Set(snow.FieldK, v)
+	return u
+}
+
+// UpdateK sets the "k" field to the value that was provided on create.
+func (u *SnowUpsert) UpdateK() *SnowUpsert {
+	u.SetExcluded(snow.FieldK)
+	return u
+}
+
+// AddK adds v to the "k" field.
+func (u *SnowUpsert) AddK(v int64) *SnowUpsert {
+	u.Add(snow.FieldK, v)
+	return u
+}
+
+// SetPayload sets the "payload" field.
+func (u *SnowUpsert) SetPayload(v string) *SnowUpsert {
+	u.Set(snow.FieldPayload, v)
+	return u
+}
+
+// UpdatePayload sets the "payload" field to the value that was provided on create.
+func (u *SnowUpsert) UpdatePayload() *SnowUpsert {
+	u.SetExcluded(snow.FieldPayload)
+	return u
+}
+
+// UpdateNewValues updates the mutable fields using the new values that were set on create except the ID field.
+// Using this option is equivalent to using:
+//
+//	client.Snow.Create().
+//		OnConflict(
+//			sql.ResolveWithNewValues(),
+//			sql.ResolveWith(func(u *sql.UpdateSet) {
+//				u.SetIgnore(snow.FieldID)
+//			}),
+//		).
+//		Exec(ctx)
+func (u *SnowUpsertOne) UpdateNewValues() *SnowUpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithNewValues())
+	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(s *sql.UpdateSet) {
+		if _, exists := u.create.mutation.ID(); exists {
+			s.SetIgnore(snow.FieldID)
+		}
+	}))
+	return u
+}
+
+// Ignore sets each column to itself in case of conflict.
+// Using this option is equivalent to using:
+//
+//	client.Snow.Create().
+//	    OnConflict(sql.ResolveWithIgnore()).
+//	    Exec(ctx)
+func (u *SnowUpsertOne) Ignore() *SnowUpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithIgnore())
+	return u
+}
+
+// DoNothing configures the conflict_action to `DO NOTHING`.
+// Supported only by SQLite and PostgreSQL.
+func (u *SnowUpsertOne) DoNothing() *SnowUpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.DoNothing())
+	return u
+}
+
+// Update allows overriding fields `UPDATE` values. See the SnowCreate.OnConflict
+// documentation for more info.
+func (u *SnowUpsertOne) Update(set func(*SnowUpsert)) *SnowUpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(update *sql.UpdateSet) {
+		set(&SnowUpsert{UpdateSet: update})
+	}))
+	return u
+}
+
+// SetK sets the "k" field.
+func (u *SnowUpsertOne) SetK(v int64) *SnowUpsertOne {
+	return u.Update(func(s *SnowUpsert) {
+		s.SetK(v)
+	})
+}
+
+// AddK adds v to the "k" field.
+func (u *SnowUpsertOne) AddK(v int64) *SnowUpsertOne {
+	return u.Update(func(s *SnowUpsert) {
+		s.AddK(v)
+	})
+}
+
+// UpdateK sets the "k" field to the value that was provided on create.
+func (u *SnowUpsertOne) UpdateK() *SnowUpsertOne {
+	return u.Update(func(s *SnowUpsert) {
+		s.UpdateK()
+	})
+}
+
+// SetPayload sets the "payload" field.
+func (u *SnowUpsertOne) SetPayload(v string) *SnowUpsertOne {
+	return u.Update(func(s *SnowUpsert) {
+		s.SetPayload(v)
+	})
+}
+
+// UpdatePayload sets the "payload" field to the value that was provided on create.
+func (u *SnowUpsertOne) UpdatePayload() *SnowUpsertOne {
+	return u.Update(func(s *SnowUpsert) {
+		s.UpdatePayload()
+	})
+}
+
+// Exec executes the query.
+func (u *SnowUpsertOne) Exec(ctx context.Context) error {
+	if len(u.create.conflict) == 0 {
+		return errors.New("ent: missing options for SnowCreate.OnConflict")
+	}
+	return u.create.Exec(ctx)
+}
+
+// ExecX is like Exec, but panics if an error occurs.
+func (u *SnowUpsertOne) ExecX(ctx context.Context) {
+	if err := u.create.Exec(ctx); err != nil {
+		panic(err)
+	}
+}
+
+// Exec executes the UPSERT query and returns the inserted/updated ID.
+func (u *SnowUpsertOne) ID(ctx context.Context) (id int64, err error) {
+	node, err := u.create.Save(ctx)
+	if err != nil {
+		return id, err
+	}
+	return node.ID, nil
+}
+
+// IDX is like ID, but panics if an error occurs.
+func (u *SnowUpsertOne) IDX(ctx context.Context) int64 {
+	id, err := u.ID(ctx)
+	if err != nil {
+		panic(err)
+	}
+	return id
+}
+
 // SnowCreateBulk is the builder for creating many Snow entities in bulk.
 type SnowCreateBulk struct {
 	config
 	err      error
 	builders []*SnowCreate
+	conflict []sql.ConflictOption
 }
 
 // Save creates the Snow entities in the database.
@@ -158,10 +360,28 @@ func (_c *SnowCreateBulk) Save(ctx context.Context) ([]*Snow, error) {
 					_, err = mutators[i+1].Mutate(root, _c.builders[i+1].mutation)
 				} else {
 					spec := &sqlgraph.BatchCreateSpec{Nodes: specs}
-					entflakeKeepBatchIDs(_c.driver.Dialect(), spec)
+					spec.OnConflict = _c.conflict
 					for _, b := range _c.builders {
 						b.mutation.entflakeBatch = &_c.builders
 					}
+					if len(spec.OnConflict) > 0 && entflakeEach(_c.driver.Dialect(), spec.OnConflict) {
+						err := entflakeUpsertEach(ctx, &_c.config, spec, func(j int) bool { return _c.builders[j].mutation.entflakeGenerated })
+						if err != nil {
+							return nil, err
+						}
+						for j, s := range spec.Nodes {
+							nodes[j].ID, _ = s.ID.Value.(int64)
+						}
+						spec.Nodes = nil
+					} else if n := len(spec.OnConflict); n > 0 {
+						spec.OnConflict = append(spec.OnConflict[:n:n], entflakeKeepID("id"))
+						// RETURNING gives every row's stored id, in order; ent's code
+						// after BatchCreate copies it only into an entity whose ID is 0.
+						for j := range nodes {
+							nodes[j].ID = 0
+						}
+					}
+					entflakeKeepBatchIDs(_c.driver.Dialect(), spec)
 					// Invoke the actual operation on the latest mutation in the chain.
 					if err = sqlgraph.BatchCreate(ctx, _c.driver, spec); err != nil {
 						if sqlgraph.IsConstraintError(err) {
@@ -212,6 +432,155 @@ func (_c *SnowCreateBulk) Exec(ctx context.Context) error {
 // ExecX is like Exec, but panics if an error occurs.
 func (_c *SnowCreateBulk) ExecX(ctx context.Context) {
 	if err := _c.Exec(ctx); err != nil {
+		panic(err)
+	}
+}
+
+// OnConflict allows configuring the `ON CONFLICT` / `ON DUPLICATE KEY` clause
+// of the `INSERT` statement. For example:
+//
+//	client.Snow.CreateBulk(builders...).
+//		OnConflict(
+//			// Update the row with the new values
+//			// the was proposed for insertion.
+//			sql.ResolveWithNewValues(),
+//		).
+//		// Override some of the fields with custom
+//		// update values.
+//		Update(func(u *ent.SnowUpsert) {
+//			SetK(v+v).
+//		}).
+//		Exec(ctx)
+func (_c *SnowCreateBulk) OnConflict(opts ...sql.ConflictOption) *SnowUpsertBulk {
+	_c.conflict = opts
+	return &SnowUpsertBulk{
+		create: _c,
+	}
+}
+
+// OnConflictColumns calls `OnConflict` and configures the columns
+// as conflict target. Using this option is equivalent to using:
+//
+//	client.Snow.Create().
+//		OnConflict(sql.ConflictColumns(columns...)).
+//		Exec(ctx)
+func (_c *SnowCreateBulk) OnConflictColumns(columns ...string) *SnowUpsertBulk {
+	_c.conflict = append(_c.conflict, sql.ConflictColumns(columns...))
+	return &SnowUpsertBulk{
+		create: _c,
+	}
+}
+
+// SnowUpsertBulk is the builder for "upsert"-ing
+// a bulk of Snow nodes.
+type SnowUpsertBulk struct {
+	create *SnowCreateBulk
+}
+
+// UpdateNewValues updates the mutable fields using the new values that
+// were set on create. Using this option is equivalent to using:
+//
+//	client.Snow.Create().
+//		OnConflict(
+//			sql.ResolveWithNewValues(),
+//			sql.ResolveWith(func(u *sql.UpdateSet) {
+//				u.SetIgnore(snow.FieldID)
+//			}),
+//		).
+//		Exec(ctx)
+func (u *SnowUpsertBulk) UpdateNewValues() *SnowUpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithNewValues())
+	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(s *sql.UpdateSet) {
+		for _, b := range u.create.builders {
+			if _, exists := b.mutation.ID(); exists {
+				s.SetIgnore(snow.FieldID)
+			}
+		}
+	}))
+	return u
+}
+
+// Ignore sets each column to itself in case of conflict.
+// Using this option is equivalent to using:
+//
+//	client.Snow.Create().
+//		OnConflict(sql.ResolveWithIgnore()).
+//		Exec(ctx)
+func (u *SnowUpsertBulk) Ignore() *SnowUpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithIgnore())
+	return u
+}
+
+// DoNothing configures the conflict_action to `DO NOTHING`.
+// Supported only by SQLite and PostgreSQL.
+func (u *SnowUpsertBulk) DoNothing() *SnowUpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.DoNothing())
+	return u
+}
+
+// Update allows overriding fields `UPDATE` values. See the SnowCreateBulk.OnConflict
+// documentation for more info.
+func (u *SnowUpsertBulk) Update(set func(*SnowUpsert)) *SnowUpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(update *sql.UpdateSet) {
+		set(&SnowUpsert{UpdateSet: update})
+	}))
+	return u
+}
+
+// SetK sets the "k" field.
+func (u *SnowUpsertBulk) SetK(v int64) *SnowUpsertBulk {
+	return u.Update(func(s *SnowUpsert) {
+		s.SetK(v)
+	})
+}
+
+// AddK adds v to the "k" field.
+func (u *SnowUpsertBulk) AddK(v int64) *SnowUpsertBulk {
+	return u.Update(func(s *SnowUpsert) {
+		s.AddK(v)
+	})
+}
+
+// UpdateK sets the "k" field to the value that was provided on create.
+func (u *SnowUpsertBulk) UpdateK() *SnowUpsertBulk {
+	return u.Update(func(s *SnowUpsert) {
+		s.UpdateK()
+	})
+}
+
+// SetPayload sets the "payload" field.
+func (u *SnowUpsertBulk) SetPayload(v string) *SnowUpsertBulk {
+	return u.Update(func(s *SnowUpsert) {
+		s.SetPayload(v)
+	})
+}
+
+// UpdatePayload sets the "payload" field to the value that was provided on create.
+func (u *SnowUpsertBulk) UpdatePayload() *SnowUpsertBulk {
+	return u.Update(func(s *SnowUpsert) {
+		s.UpdatePayload()
+	})
+}
+
+// Exec executes the query.
+func (u *SnowUpsertBulk) Exec(ctx context.Context) error {
+	if u.create.err != nil {
+		return u.create.err
+	}
+	for i, b := range u.create.builders {
+		if len(b.conflict) != 0 {
+			return fmt.Errorf("ent: OnConflict was set for builder %d. Set it on the SnowCreateBulk instead", i)
+		}
+	}
+	if len(u.create.conflict) == 0 {
+		return errors.New("ent: missing options for SnowCreateBulk.OnConflict")
+	}
+	return u.create.Exec(ctx)
+}
+
+// ExecX is like Exec, but panics if an error occurs.
+func (u *SnowUpsertBulk) ExecX(ctx context.Context) {
+	if err := u.create.Exec(ctx); err != nil {
 		panic(err)
 	}
 }

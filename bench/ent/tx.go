@@ -30,6 +30,10 @@ type Tx struct {
 	Snow8 *Snow8Client
 	// Snow8Row is the client for interacting with the Snow8Row builders.
 	Snow8Row *Snow8RowClient
+	// UpAuto is the client for interacting with the UpAuto builders.
+	UpAuto *UpAutoClient
+	// UpSnow is the client for interacting with the UpSnow builders.
+	UpSnow *UpSnowClient
 
 	// lazily loaded.
 	client     *Client
@@ -170,6 +174,8 @@ func (tx *Tx) init() {
 	tx.Snow = NewSnowClient(tx.config)
 	tx.Snow8 = NewSnow8Client(tx.config)
 	tx.Snow8Row = NewSnow8RowClient(tx.config)
+	tx.UpAuto = NewUpAutoClient(tx.config)
+	tx.UpSnow = NewUpSnowClient(tx.config)
 }
 
 // txDriver wraps the given dialect.Tx with a nop dialect.Driver implementation.

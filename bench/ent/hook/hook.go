@@ -117,6 +117,30 @@ func (f Snow8RowFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, er
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.Snow8RowMutation", m)
 }
 
+// The UpAutoFunc type is an adapter to allow the use of ordinary
+// function as UpAuto mutator.
+type UpAutoFunc func(context.Context, *ent.UpAutoMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f UpAutoFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.UpAutoMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.UpAutoMutation", m)
+}
+
+// The UpSnowFunc type is an adapter to allow the use of ordinary
+// function as UpSnow mutator.
+type UpSnowFunc func(context.Context, *ent.UpSnowMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f UpSnowFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.UpSnowMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.UpSnowMutation", m)
+}
+
 // Condition is a hook condition function.
 type Condition func(context.Context, ent.Mutation) bool
 

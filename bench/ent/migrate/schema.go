@@ -179,6 +179,30 @@ var (
 			},
 		},
 	}
+	// UpAutosColumns holds the columns for the "up_autos" table.
+	UpAutosColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "k", Type: field.TypeInt64, Unique: true},
+		{Name: "payload", Type: field.TypeString, Size: 64},
+	}
+	// UpAutosTable holds the schema information for the "up_autos" table.
+	UpAutosTable = &schema.Table{
+		Name:       "up_autos",
+		Columns:    UpAutosColumns,
+		PrimaryKey: []*schema.Column{UpAutosColumns[0]},
+	}
+	// UpSnowsColumns holds the columns for the "up_snows" table.
+	UpSnowsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt64, SchemaType: map[string]string{"sqlite3": "bigint"}},
+		{Name: "k", Type: field.TypeInt64, Unique: true},
+		{Name: "payload", Type: field.TypeString, Size: 64},
+	}
+	// UpSnowsTable holds the schema information for the "up_snows" table.
+	UpSnowsTable = &schema.Table{
+		Name:       "up_snows",
+		Columns:    UpSnowsColumns,
+		PrimaryKey: []*schema.Column{UpSnowsColumns[0]},
+	}
 	// Tables holds all the tables in the schema.
 	Tables = []*schema.Table{
 		AutosTable,
@@ -190,6 +214,8 @@ var (
 		SnowsTable,
 		Snow8sTable,
 		Snow8rowsTable,
+		UpAutosTable,
+		UpSnowsTable,
 	}
 )
 

@@ -32,3 +32,9 @@ type Snow8 func(*sql.Selector)
 
 // Snow8Row is the predicate function for snow8row builders.
 type Snow8Row func(*sql.Selector)
+
+// UpAuto is the predicate function for upauto builders.
+type UpAuto func(*sql.Selector)
+
+// UpSnow is the predicate function for upsnow builders.
+type UpSnow func(*sql.Selector)

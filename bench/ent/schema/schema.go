@@ -88,3 +88,21 @@ type BinV7 struct{ ent.Schema }
 
 func (BinV7) Mixin() []ent.Mixin  { return []ent.Mixin{row{}} }
 func (BinV7) Fields() []ent.Field { return []ent.Field{binUUID()} }
+
+// upsertRow is the payload of the upsert benchmark's tables: a unique k to
+// upsert on, and 64 bytes of text.
+type upsertRow struct{ entmixin.Schema }
+
+func (upsertRow) Fields() []ent.Field {
+	return []ent.Field{field.Int64("k").Unique(), field.String("payload").MaxLen(64)}
+}
+
+// UpAuto keeps ent's AUTO_INCREMENT id, for the upsert benchmark.
+type UpAuto struct{ ent.Schema }
+
+func (UpAuto) Mixin() []ent.Mixin { return []ent.Mixin{upsertRow{}} }
+
+// UpSnow has entflake's snowflake id, for the upsert benchmark.
+type UpSnow struct{ ent.Schema }
+
+func (UpSnow) Mixin() []ent.Mixin { return []ent.Mixin{entflakemixin.SnowflakeID{}, upsertRow{}} }
