@@ -15,6 +15,7 @@ import (
 	"entgo.io/ent/schema"
 	"entgo.io/ent/schema/edge"
 	"entgo.io/ent/schema/field"
+	entmixin "entgo.io/ent/schema/mixin"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -126,6 +127,34 @@ type BatchClash struct{ ent.Schema }
 func (BatchClash) Mixin() []ent.Mixin { return []ent.Mixin{entflakemixin.SnowflakeID{}} }
 
 func (BatchClash) Fields() []ent.Field { return []ent.Field{field.String("entflakeBatch")} }
+
+// GeneratedClash has a field whose mutation field is the extension's
+// entflakeGenerated.
+type GeneratedClash struct{ ent.Schema }
+
+func (GeneratedClash) Mixin() []ent.Mixin { return []ent.Mixin{entflakemixin.SnowflakeID{}} }
+
+func (GeneratedClash) Fields() []ent.Field { return []ent.Field{field.String("entflakeGenerated")} }
+
+// composed gives SnowflakeID's id field by composing its fields, with and
+// without the JSON string id.
+type composed struct {
+	entmixin.Schema
+	json bool
+}
+
+func (m composed) Fields() []ent.Field {
+	return entflakemixin.SnowflakeID{JSONString: m.json}.Fields()
+}
+
+// Composed and ComposedJSON use the composing mixin.
+type (
+	Composed     struct{ ent.Schema }
+	ComposedJSON struct{ ent.Schema }
+)
+
+func (Composed) Mixin() []ent.Mixin     { return []ent.Mixin{composed{}} }
+func (ComposedJSON) Mixin() []ent.Mixin { return []ent.Mixin{composed{json: true}} }
 
 // StringRef marks a string field with JSONString.
 type StringRef struct{ ent.Schema }
@@ -249,6 +278,7 @@ func TestCheck(t *testing.T) {
 		"file clash":      {[]ent.Interface{Entflake{}}, nil, []string{"schema Entflake", "entflake.go"}},
 		"method clash":    {[]ent.Interface{JSONClash{}}, nil, []string{"schema JSONClash", "field unmarshal_json", "UnmarshalJSON"}},
 		"batch clash":     {[]ent.Interface{BatchClash{}}, nil, []string{"schema BatchClash", "field entflakeBatch", "rename the field"}},
+		"generated clash": {[]ent.Interface{GeneratedClash{}}, nil, []string{"schema GeneratedClash", "field entflakeGenerated", "rename the field"}},
 		"edge schema":     {[]ent.Interface{User{}, Group{}, Membership{}}, nil, []string{"schema Membership", "edge schema"}},
 		"several at once": {[]ent.Interface{StringID{}, DefaultID{}}, nil, []string{"schema StringID", "schema DefaultID"}},
 		"string ref":      {[]ent.Interface{StringRef{}}, nil, []string{"schema StringRef", "field account_id", "JSONString()", "is string, not int64"}},
@@ -487,4 +517,19 @@ func TestMarkJSONStrings(t *testing.T) {
 	markJSONStrings(g)
 	assert.Equal(t, `json:"owner,string" yaml:"o"`, tagOf(n, n.Fields[0]))
 	assert.Equal(t, []jsonField{{Key: "owner", StructField: "OwnerID", Ptr: true, Label: `GoodRef.owner_id (JSON key "owner")`}}, jsonFields(n))
+}
+
+// TestAdoptComposed: a schema whose mixin composes SnowflakeID{}.Fields()
+// instead of embedding SnowflakeID is marked as the mixin's (with its JSON
+// string setting), so the extension generates for it; without adopt it
+// would generate cleanly and every create fail with ErrNoExtension.
+func TestAdoptComposed(t *testing.T) {
+	g := graph(t, nil, Composed{}, ComposedJSON{}, Plain{})
+	require.Empty(t, marked(g), "unmarked before")
+	adopt(g)
+	require.NoError(t, Check(g))
+	assert.Equal(t, []string{"Composed", "ComposedJSON"}, marked(g))
+	for _, n := range g.Nodes {
+		assert.Equal(t, n.Name == "ComposedJSON", jsonString(n), n.Name)
+	}
 }
