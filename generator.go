@@ -38,6 +38,22 @@ func (s Source) String() string {
 	return fmt.Sprintf("Source(%d)", int(s))
 }
 
+// MarshalText implements encoding.TextMarshaler: a Source is its name in
+// JSON (Stats, LeaseStatus) and in logs, as String gives it.
+func (s Source) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler, for the names String
+// gives; any other text is an error that names it.
+func (s *Source) UnmarshalText(text []byte) error {
+	for _, v := range []Source{SourceExplicit, SourceLease, SourceFallback} {
+		if string(text) == v.String() {
+			*s = v
+			return nil
+		}
+	}
+	return fmt.Errorf("entflake: unknown source %q (want explicit, lease or fallback)", text)
+}
+
 // LeaseState says how a generator holds its worker id now.
 type LeaseState int
 
@@ -97,6 +113,22 @@ func (s LeaseState) String() string {
 		return "unregistered"
 	}
 	return fmt.Sprintf("LeaseState(%d)", int(s))
+}
+
+// MarshalText implements encoding.TextMarshaler: a LeaseState is its name
+// in JSON (LeaseStatus) and in logs, as String gives it.
+func (s LeaseState) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler, for the names String
+// gives; any other text is an error that names it.
+func (s *LeaseState) UnmarshalText(text []byte) error {
+	for v := LeaseNone; v <= LeaseUnregistered; v++ {
+		if string(text) == v.String() {
+			*s = v
+			return nil
+		}
+	}
+	return fmt.Errorf("entflake: unknown lease state %q", text)
 }
 
 // LeaseStatus is a snapshot of how a generator holds its worker id.

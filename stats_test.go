@@ -1,6 +1,7 @@
 package entflake
 
 import (
+	"encoding/json"
 	"log/slog"
 	"testing"
 	"time"
@@ -161,4 +162,41 @@ func TestPromiseCappedBySkew(t *testing.T) {
 	require.Eventually(t, func() bool { return g.Lease().State == LeaseHeld }, 5*time.Second, 10*time.Millisecond)
 	_, err = g.NextID()
 	require.NoError(t, err)
+}
+
+// TestSourceAndStateText: Source and LeaseState are their names in JSON
+// (Stats, LeaseStatus) and read back from them; an unknown name is an
+// error that names it.
+func TestSourceAndStateText(t *testing.T) {
+	g, err := New(5, WithLogger(slog.New(slog.DiscardHandler)))
+	require.NoError(t, err)
+	defer g.Close()
+	out, err := json.Marshal(g.Stats())
+	require.NoError(t, err)
+	assert.Contains(t, string(out), `"Source":"explicit"`)
+	assert.Contains(t, string(out), `"LeaseState":"none"`)
+	out, err = json.Marshal(g.Lease())
+	require.NoError(t, err)
+	assert.Contains(t, string(out), `"State":"none"`)
+
+	for _, s := range []Source{SourceExplicit, SourceLease, SourceFallback} {
+		b, err := json.Marshal(s)
+		require.NoError(t, err)
+		var back Source
+		require.NoError(t, json.Unmarshal(b, &back), string(b))
+		assert.Equal(t, s, back)
+	}
+	for s := LeaseNone; s <= LeaseUnregistered; s++ {
+		b, err := json.Marshal(s)
+		require.NoError(t, err)
+		assert.NotContains(t, string(b), "LeaseState(", "every state has a name")
+		var back LeaseState
+		require.NoError(t, json.Unmarshal(b, &back), string(b))
+		assert.Equal(t, s, back)
+	}
+	var s Source
+	assert.ErrorContains(t, json.Unmarshal([]byte(`"leased"`), &s), `unknown source "leased"`)
+	var ls LeaseState
+	assert.ErrorContains(t, json.Unmarshal([]byte(`2`), &ls), "cannot unmarshal number")
+	assert.ErrorContains(t, json.Unmarshal([]byte(`"gone"`), &ls), `unknown lease state "gone"`)
 }
