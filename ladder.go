@@ -21,7 +21,9 @@ import (
 // Open runs the ladder against the database behind an ent driver, as it is
 // at hand when an ent client opens: entsql.Open's *entsql.Driver, or that
 // driver wrapped by dialect.Debug. A nil driver means no database: the
-// ladder goes from a fixed worker id straight to the fallback. See OpenDB.
+// ladder goes from a fixed worker id straight to the fallback. A nil
+// *entsql.Driver (a typed nil, as entsql.Open returns with its error) is
+// an error: ErrInvalidOption. See OpenDB.
 func Open(ctx context.Context, drv dialect.Driver, opts ...Option) (*Generator, error) {
 	if drv == nil {
 		return OpenDB(ctx, nil, "", opts...)
@@ -32,6 +34,11 @@ func Open(ctx context.Context, drv dialect.Driver, opts ...Option) (*Generator, 
 	d, ok := drv.(*entsql.Driver)
 	if !ok {
 		return nil, fmt.Errorf("entflake.Open: %w: a %T does not expose its *sql.DB; use OpenDB", ErrInvalidOption, drv)
+	}
+	if d == nil {
+		// A typed nil, as from ignoring entsql.Open's error: a
+		// configuration that can never work, not a missing database.
+		return nil, fmt.Errorf("entflake.Open: %w: the driver is a nil *entsql.Driver (did entsql.Open fail?)", ErrInvalidOption)
 	}
 	db, ok := d.ExecQuerier.(*sql.DB)
 	if !ok {

@@ -254,6 +254,17 @@ func TestLadderFallbackNoDatabase(t *testing.T) {
 	g, err := Open(context.Background(), nil, WithService("reports"), logOpt)
 	require.NoError(t, err)
 	assert.Equal(t, SourceFallback, g.Source())
+
+	// A nil *entsql.Driver (entsql.Open's error ignored) is a mistake, not
+	// "no database": an error, neither a panic nor the fallback.
+	var typed *entsql.Driver
+	g, err = Open(context.Background(), typed, WithService("reports"), logOpt)
+	require.ErrorIs(t, err, ErrInvalidOption)
+	assert.ErrorContains(t, err, "nil *entsql.Driver")
+	assert.Nil(t, g)
+	g, err = Open(context.Background(), dialect.Debug(typed), WithService("reports"), logOpt)
+	require.ErrorIs(t, err, ErrInvalidOption)
+	assert.Nil(t, g)
 }
 
 // TestLadderFallbackServerDown: a database that does not answer (a closed
