@@ -76,8 +76,9 @@ var (
 
 // Errors of the code entext generates, for what no snowflake id can be.
 var (
-	// ErrInvalidID: an id that no generator issues. Decode refuses a
-	// negative one; the code entext generates refuses 0 and negative ids
+	// ErrInvalidID: an id that no generator issues. Decode refuses 0 and
+	// negative ids (a generator could issue 0 only in the first millisecond
+	// of its epoch, on worker id 0); the code entext generates refuses them
 	// set on a create (SetID) or decoded from JSON (a JSON-string id or
 	// reference field), naming the type and field. A reference that names
 	// no row is null, on a Nillable field.

@@ -81,6 +81,9 @@ func TestNewAndDecode(t *testing.T) {
 	}
 	_, err = g.Decode(-1)
 	assert.ErrorIs(t, err, ErrInvalidID)
+	_, err = g.Decode(0)
+	assert.ErrorIs(t, err, ErrInvalidID, "0 is an unset field, as the CLI says")
+	assert.ErrorContains(t, err, "zero is no generated ID")
 	_, err = Decode(1, Layout{WorkerBits: 22}, DefaultEpoch)
 	assert.ErrorIs(t, err, ErrInvalidLayout)
 	_, err = Decode(1, DefaultLayout, time.Unix(-1, 0))

@@ -85,8 +85,14 @@ func Decode(id int64, layout Layout, epoch time.Time) (Parts, error) {
 }
 
 func decode(id int64, layout Layout, epochMilli int64) (Parts, error) {
-	if id < 0 {
+	switch {
+	case id < 0:
 		return Parts{}, fmt.Errorf("%w: %d is negative", ErrInvalidID, id)
+	case id == 0:
+		// The CLI refuses it too: 0 is an unset field, not an ID issued
+		// at the epoch (an issued ID has a worker id or sequence, or a time
+		// past the epoch's first millisecond).
+		return Parts{}, fmt.Errorf("%w: zero is no generated ID (an unset field?)", ErrInvalidID)
 	}
 	p := snowflake.Decode(id, layout.internal())
 	return Parts{
