@@ -448,11 +448,15 @@ func (k *keeper) close() error {
 	if k.hold == nil {
 		return nil
 	}
-	lastMs := k.epochMs + k.g.g.Highest()
+	highest := k.g.g.Highest()
+	lastMs := k.epochMs + highest
 	ctx, cancel := context.WithTimeout(context.Background(), k.hb.Timeout)
 	defer cancel()
-	attrs := []slog.Attr{slog.Int64("worker_id", k.hold.WorkerID), slog.Int64("fence", k.hold.Fence),
-		slog.Time("last", time.UnixMilli(lastMs))}
+	last := slog.Time("last", time.UnixMilli(lastMs))
+	if highest == 0 {
+		last = slog.String("last", "none issued") // not the epoch
+	}
+	attrs := []slog.Attr{slog.Int64("worker_id", k.hold.WorkerID), slog.Int64("fence", k.hold.Fence), last}
 	if err := lease.Release(ctx, *k.hold, lastMs); err != nil {
 		k.log.LogAttrs(ctx, slog.LevelWarn, "entflake: worker id not released",
 			append(attrs, slog.String("error", err.Error()), slog.String("effect", "the slot is free when its TTL passes"))...)

@@ -300,7 +300,11 @@ func (c *config) openLease(ctx context.Context, k *keeper) (*Generator, error) {
 	if !private {
 		promise = time.UnixMilli(slot.Promise).UTC().Format(millisUTC)
 	}
-	c.logger.LogAttrs(ctx, slog.LevelInfo, "entflake: worker id leased", append(attrs,
+	msg := "entflake: worker id leased"
+	if req.Explicit {
+		msg = "entflake: fixed worker id registered" // its slot holds it, as a lease would
+	}
+	c.logger.LogAttrs(ctx, slog.LevelInfo, msg, append(attrs,
 		slog.String("instance", k.req.Instance), slog.Int64("fence", slot.Fence), slog.String("promise", promise),
 		slog.Int("misses", slot.Misses), slog.Duration("clock_skew", slot.Skew.Round(time.Millisecond)))...)
 	k.start()

@@ -151,6 +151,22 @@ func TestLadderLease(t *testing.T) {
 		g2 := open(t, db.DB, b.Dialect, WithService("payments"), logOpt)
 		assert.Equal(t, int64(2), g2.WorkerID())
 		assert.Empty(t, sink.find(slog.LevelWarn, ""))
+		// A release with nothing issued says so, not the epoch.
+		require.NoError(t, g2.Close())
+		released := sink.find(slog.LevelInfo, "worker id released")
+		require.Len(t, released, 1)
+		assert.Equal(t, "none issued", released[0].attrs["last"])
+
+		// A fixed worker id is registered, not leased.
+		g3 := open(t, db.DB, b.Dialect, WithService("payments"), WithWorkerID(7), logOpt)
+		assert.Equal(t, SourceExplicit, g3.Source())
+		assert.Len(t, sink.find(slog.LevelInfo, "fixed worker id registered"), 1)
+		assert.Len(t, sink.find(slog.LevelInfo, "worker id leased"), 2, "the two leases' only")
+		checkIDs(t, g3)
+		require.NoError(t, g3.Close())
+		released = sink.find(slog.LevelInfo, "worker id released")
+		require.Len(t, released, 2)
+		assert.NotEqual(t, "none issued", released[1].attrs["last"])
 	})
 }
 
