@@ -61,7 +61,7 @@
 // (it gives each type an id range, which pre-assigned ids ignore), or for
 // the few names that would clash with what it generates: a type named
 // IDGenerator, NextID or Entflake (whose model file would be entflake.go),
-// a field whose mutation field would be entflakeBatch or entflakeGenerated (the extension's own,
+// a field whose mutation field would be entflakeBatch or entflakeState (the extension's own,
 // on a type with the mixin), a field that would be the struct field
 // UnmarshalJSON of a type that gets one, and a dependency (entc.Dependency) whose field is entflake or whose
 // option is IDGenerator. It fails too, naming the field, for
@@ -235,7 +235,7 @@ func Check(g *gen.Graph) error {
 		}
 		users = append(users, n.Name)
 		for _, f := range n.Fields {
-			if b := f.BuilderField(); b == "entflakeBatch" || b == "entflakeGenerated" {
+			if b := f.BuilderField(); b == "entflakeBatch" || b == "entflakeState" {
 				fail("schema %s: field %s would clash with the %s field entflake adds to its mutation; rename the field", n.Name, f.Name, b)
 			}
 		}

@@ -129,12 +129,12 @@ func (BatchClash) Mixin() []ent.Mixin { return []ent.Mixin{entflakemixin.Snowfla
 func (BatchClash) Fields() []ent.Field { return []ent.Field{field.String("entflakeBatch")} }
 
 // GeneratedClash has a field whose mutation field is the extension's
-// entflakeGenerated.
+// entflakeState.
 type GeneratedClash struct{ ent.Schema }
 
 func (GeneratedClash) Mixin() []ent.Mixin { return []ent.Mixin{entflakemixin.SnowflakeID{}} }
 
-func (GeneratedClash) Fields() []ent.Field { return []ent.Field{field.String("entflakeGenerated")} }
+func (GeneratedClash) Fields() []ent.Field { return []ent.Field{field.String("entflakeState")} }
 
 // composed gives SnowflakeID's id field by composing its fields, with and
 // without the JSON string id.
@@ -278,7 +278,7 @@ func TestCheck(t *testing.T) {
 		"file clash":      {[]ent.Interface{Entflake{}}, nil, []string{"schema Entflake", "entflake.go"}},
 		"method clash":    {[]ent.Interface{JSONClash{}}, nil, []string{"schema JSONClash", "field unmarshal_json", "UnmarshalJSON"}},
 		"batch clash":     {[]ent.Interface{BatchClash{}}, nil, []string{"schema BatchClash", "field entflakeBatch", "rename the field"}},
-		"generated clash": {[]ent.Interface{GeneratedClash{}}, nil, []string{"schema GeneratedClash", "field entflakeGenerated", "rename the field"}},
+		"generated clash": {[]ent.Interface{GeneratedClash{}}, nil, []string{"schema GeneratedClash", "field entflakeState", "rename the field"}},
 		"edge schema":     {[]ent.Interface{User{}, Group{}, Membership{}}, nil, []string{"schema Membership", "edge schema"}},
 		"several at once": {[]ent.Interface{StringID{}, DefaultID{}}, nil, []string{"schema StringID", "schema DefaultID"}},
 		"string ref":      {[]ent.Interface{StringRef{}}, nil, []string{"schema StringRef", "field account_id", "JSONString()", "is string, not int64"}},

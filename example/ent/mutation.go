@@ -51,9 +51,8 @@ type AccountMutation struct {
 	// mutation ran in, if any (entflakeStatement). A pointer: one word
 	// more in every mutation, not three.
 	entflakeBatch *[]*AccountCreate
-	// entflakeGenerated is set when the hook generated the id, which an
-	// upsert must then not find in a stored row (entflakeUpsertID).
-	entflakeGenerated bool
+	// entflakeState is the hook's state of a create (entflakeIDs).
+	entflakeState entflakeState
 }
 
 var _ ent.Mutation = (*AccountMutation)(nil)
@@ -573,9 +572,8 @@ type EntryMutation struct {
 	// mutation ran in, if any (entflakeStatement). A pointer: one word
 	// more in every mutation, not three.
 	entflakeBatch *[]*EntryCreate
-	// entflakeGenerated is set when the hook generated the id, which an
-	// upsert must then not find in a stored row (entflakeUpsertID).
-	entflakeGenerated bool
+	// entflakeState is the hook's state of a create (entflakeIDs).
+	entflakeState entflakeState
 }
 
 var _ ent.Mutation = (*EntryMutation)(nil)
@@ -1140,9 +1138,8 @@ type EventMutation struct {
 	// mutation ran in, if any (entflakeStatement). A pointer: one word
 	// more in every mutation, not three.
 	entflakeBatch *[]*EventCreate
-	// entflakeGenerated is set when the hook generated the id, which an
-	// upsert must then not find in a stored row (entflakeUpsertID).
-	entflakeGenerated bool
+	// entflakeState is the hook's state of a create (entflakeIDs).
+	entflakeState entflakeState
 }
 
 var _ ent.Mutation = (*EventMutation)(nil)

@@ -416,3 +416,39 @@ func TestUpsertEdgeField(t *testing.T) {
 		}
 	})
 }
+
+// TestSavedAgain: a create builder saved a second time (a retry of the
+// same builder, an upsert run again) gets a new id, as with ent's own
+// ids, rather than its first one, which may be stored already: an upsert
+// run again updates its row and reports it, and a plain create makes a
+// second row; neither counts as a collision. On MySQL the first id would
+// meet its own row in the upsert's guard and fence the generator.
+func TestSavedAgain(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		e := openEdges(t, b, true)
+		ctx := context.Background()
+		u := e.User.Create().SetName("again").SetAge(1).OnConflictColumns(user.FieldName).UpdateNewValues()
+		first, err := u.ID(ctx)
+		require.NoError(t, err)
+		second, err := u.ID(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, first, second, "the stored row")
+		bulk := e.User.CreateBulk(e.User.Create().SetName("again"), e.User.Create().SetName("bulk")).
+			OnConflictColumns(user.FieldName).UpdateNewValues()
+		require.NoError(t, bulk.Exec(ctx))
+		require.NoError(t, bulk.Exec(ctx))
+		n, _ := e.scalar(t, "SELECT COUNT(*) FROM users")
+		assert.Equal(t, int64(2), n)
+		stored, _ := e.userID(t, "again")
+		assert.Equal(t, first, stored)
+
+		g := e.Group.Create().SetName("twice")
+		a := g.SaveX(ctx).ID
+		bID := g.SaveX(ctx).ID
+		assert.NotEqual(t, a, bID, "a second row, with a new id")
+		mine(t, e.gen, bID)
+		assert.Zero(t, e.gen.Stats().Collisions)
+		_, err = e.gen.NextID()
+		require.NoError(t, err, "not fenced")
+	})
+}

@@ -49,9 +49,8 @@ type CardMutation struct {
 	// mutation ran in, if any (entflakeStatement). A pointer: one word
 	// more in every mutation, not three.
 	entflakeBatch *[]*CardCreate
-	// entflakeGenerated is set when the hook generated the id, which an
-	// upsert must then not find in a stored row (entflakeUpsertID).
-	entflakeGenerated bool
+	// entflakeState is the hook's state of a create (entflakeIDs).
+	entflakeState entflakeState
 }
 
 var _ ent.Mutation = (*CardMutation)(nil)
@@ -522,9 +521,8 @@ type GroupMutation struct {
 	// mutation ran in, if any (entflakeStatement). A pointer: one word
 	// more in every mutation, not three.
 	entflakeBatch *[]*GroupCreate
-	// entflakeGenerated is set when the hook generated the id, which an
-	// upsert must then not find in a stored row (entflakeUpsertID).
-	entflakeGenerated bool
+	// entflakeState is the hook's state of a create (entflakeIDs).
+	entflakeState entflakeState
 }
 
 var _ ent.Mutation = (*GroupMutation)(nil)
@@ -953,9 +951,8 @@ type PetMutation struct {
 	// mutation ran in, if any (entflakeStatement). A pointer: one word
 	// more in every mutation, not three.
 	entflakeBatch *[]*PetCreate
-	// entflakeGenerated is set when the hook generated the id, which an
-	// upsert must then not find in a stored row (entflakeUpsertID).
-	entflakeGenerated bool
+	// entflakeState is the hook's state of a create (entflakeIDs).
+	entflakeState entflakeState
 }
 
 var _ ent.Mutation = (*PetMutation)(nil)
@@ -1433,9 +1430,8 @@ type UserMutation struct {
 	// mutation ran in, if any (entflakeStatement). A pointer: one word
 	// more in every mutation, not three.
 	entflakeBatch *[]*UserCreate
-	// entflakeGenerated is set when the hook generated the id, which an
-	// upsert must then not find in a stored row (entflakeUpsertID).
-	entflakeGenerated bool
+	// entflakeState is the hook's state of a create (entflakeIDs).
+	entflakeState entflakeState
 }
 
 var _ ent.Mutation = (*UserMutation)(nil)

@@ -72,7 +72,7 @@ func entflakeIDs(next ent.Mutator) ent.Mutator {
 		if !m.Op().Is(ent.OpCreate) {
 			return next.Mutate(ctx, m)
 		}
-		c, name, generated := entflakeOf(m)
+		c, name, st := entflakeOf(m)
 		em, isID := m.(interface {
 			ID() (int64, bool)
 			SetID(int64)
@@ -80,7 +80,15 @@ func entflakeIDs(next ent.Mutator) ent.Mutator {
 		if c == nil || !isID {
 			return nil, fmt.Errorf("ent: entflake: unexpected mutation %T", m)
 		}
-		if id, set := em.ID(); set {
+		id, set := em.ID()
+		if set && st.generated && id == st.saved {
+			// The create is saved again (a retry of the same builder): it
+			// gets a new id, as with ent's own ids, not its first one, which
+			// may be stored already.
+			set = false
+		}
+		st.generated = !set
+		if set {
 			if id <= 0 {
 				return nil, fmt.Errorf("ent: %s.id: %w: %d (snowflake ids are positive; leave the id unset for a new one)", name, entflake.ErrInvalidID, id)
 			}
@@ -90,14 +98,25 @@ func entflakeIDs(next ent.Mutator) ent.Mutator {
 				return nil, err
 			}
 			em.SetID(id)
-			*generated = true
 		}
 		v, err := next.Mutate(ctx, m)
+		st.saved, _ = em.ID()
 		if err != nil {
 			return v, entflakeInsertFailed(ctx, c, m, err)
 		}
 		return v, nil
 	})
+}
+
+// entflakeState is what the hook keeps on the mutation of a create.
+type entflakeState struct {
+	// generated is set when the hook generated the create's id (not the
+	// caller): an upsert must then not update a row that holds it
+	// (entflakeUpsertID).
+	generated bool
+	// saved is the id the mutation had when its last Save returned, to
+	// tell a Save of the same create again from an id the caller set.
+	saved int64
 }
 
 // entflakeInsertFailed hands the error of a create to the tripwire of the
@@ -112,47 +131,47 @@ func entflakeInsertFailed(ctx context.Context, c *config, m ent.Mutation, err er
 	case *BuilderMutation:
 		in.Table, in.Column = "builders", "id"
 		in.IDs, last = entflakeStatement(m, m.entflakeBatch)
-		in.Upsert = m.entflakeGenerated && len(in.IDs) == 1
+		in.Upsert = m.entflakeState.generated && len(in.IDs) == 1
 	case *DocMutation:
 		in.Table, in.Column = "docs", "id"
 		in.IDs, last = entflakeStatement(m, m.entflakeBatch)
-		in.Upsert = m.entflakeGenerated && len(in.IDs) == 1
+		in.Upsert = m.entflakeState.generated && len(in.IDs) == 1
 	case *JSONMutation:
 		in.Table, in.Column = "jsons", "id"
 		in.IDs, last = entflakeStatement(m, m.entflakeBatch)
-		in.Upsert = m.entflakeGenerated && len(in.IDs) == 1
+		in.Upsert = m.entflakeState.generated && len(in.IDs) == 1
 	case *MutatorsMutation:
 		in.Table, in.Column = "mutators", "id"
 		in.IDs, last = entflakeStatement(m, m.entflakeBatch)
-		in.Upsert = m.entflakeGenerated && len(in.IDs) == 1
+		in.Upsert = m.entflakeState.generated && len(in.IDs) == 1
 	case *NodeMutation:
 		in.Table, in.Column = "nodes", "id"
 		in.IDs, last = entflakeStatement(m, m.entflakeBatch)
-		in.Upsert = m.entflakeGenerated && len(in.IDs) == 1
+		in.Upsert = m.entflakeState.generated && len(in.IDs) == 1
 	case *PartMutation:
 		in.Table, in.Column = "parts", "id"
 		in.IDs, last = entflakeStatement(m, m.entflakeBatch)
-		in.Upsert = m.entflakeGenerated && len(in.IDs) == 1
+		in.Upsert = m.entflakeState.generated && len(in.IDs) == 1
 	case *ReferenceMutation:
 		in.Table, in.Column = "references", "id"
 		in.IDs, last = entflakeStatement(m, m.entflakeBatch)
-		in.Upsert = m.entflakeGenerated && len(in.IDs) == 1
+		in.Upsert = m.entflakeState.generated && len(in.IDs) == 1
 	case *RootMutation:
 		in.Table, in.Column = "roots", "id"
 		in.IDs, last = entflakeStatement(m, m.entflakeBatch)
-		in.Upsert = m.entflakeGenerated && len(in.IDs) == 1
+		in.Upsert = m.entflakeState.generated && len(in.IDs) == 1
 	case *SpecMutation:
 		in.Table, in.Column = "specs", "id"
 		in.IDs, last = entflakeStatement(m, m.entflakeBatch)
-		in.Upsert = m.entflakeGenerated && len(in.IDs) == 1
+		in.Upsert = m.entflakeState.generated && len(in.IDs) == 1
 	case *StrconvMutation:
 		in.Table, in.Column = "strconvs", "id"
 		in.IDs, last = entflakeStatement(m, m.entflakeBatch)
-		in.Upsert = m.entflakeGenerated && len(in.IDs) == 1
+		in.Upsert = m.entflakeState.generated && len(in.IDs) == 1
 	case *WidgetMutation:
 		in.Table, in.Column = "widgets", "id"
 		in.IDs, last = entflakeStatement(m, m.entflakeBatch)
-		in.Upsert = m.entflakeGenerated && len(in.IDs) == 1
+		in.Upsert = m.entflakeState.generated && len(in.IDs) == 1
 	}
 	if !last {
 		return err // the batch's last builder reports the statement's error
@@ -221,33 +240,32 @@ func entflakeDriver(c *config) dialect.Driver {
 
 // entflakeOf returns, for a mutation of an entity type with the
 // SnowflakeID mixin, the client configuration, the type's name, and the
-// mark the hook sets when it generated the id (not the caller): an upsert
-// of a generated id must not update a row that holds it (entflakeUpsertID).
-// The configuration is nil for any other mutation.
-func entflakeOf(m ent.Mutation) (c *config, name string, generated *bool) {
+// hook's state of the create (entflakeState). The configuration is nil for
+// any other mutation.
+func entflakeOf(m ent.Mutation) (c *config, name string, st *entflakeState) {
 	switch m := m.(type) {
 	case *BuilderMutation:
-		return &m.config, "Builder", &m.entflakeGenerated
+		return &m.config, "Builder", &m.entflakeState
 	case *DocMutation:
-		return &m.config, "Doc", &m.entflakeGenerated
+		return &m.config, "Doc", &m.entflakeState
 	case *JSONMutation:
-		return &m.config, "Json", &m.entflakeGenerated
+		return &m.config, "Json", &m.entflakeState
 	case *MutatorsMutation:
-		return &m.config, "Mutators", &m.entflakeGenerated
+		return &m.config, "Mutators", &m.entflakeState
 	case *NodeMutation:
-		return &m.config, "Node", &m.entflakeGenerated
+		return &m.config, "Node", &m.entflakeState
 	case *PartMutation:
-		return &m.config, "Part", &m.entflakeGenerated
+		return &m.config, "Part", &m.entflakeState
 	case *ReferenceMutation:
-		return &m.config, "Reference", &m.entflakeGenerated
+		return &m.config, "Reference", &m.entflakeState
 	case *RootMutation:
-		return &m.config, "Root", &m.entflakeGenerated
+		return &m.config, "Root", &m.entflakeState
 	case *SpecMutation:
-		return &m.config, "Spec", &m.entflakeGenerated
+		return &m.config, "Spec", &m.entflakeState
 	case *StrconvMutation:
-		return &m.config, "Strconv", &m.entflakeGenerated
+		return &m.config, "Strconv", &m.entflakeState
 	case *WidgetMutation:
-		return &m.config, "Widget", &m.entflakeGenerated
+		return &m.config, "Widget", &m.entflakeState
 	}
 	return nil, "", nil
 }

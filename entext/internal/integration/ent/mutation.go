@@ -68,9 +68,8 @@ type BuilderMutation struct {
 	// mutation ran in, if any (entflakeStatement). A pointer: one word
 	// more in every mutation, not three.
 	entflakeBatch *[]*BuilderCreate
-	// entflakeGenerated is set when the hook generated the id, which an
-	// upsert must then not find in a stored row (entflakeUpsertID).
-	entflakeGenerated bool
+	// entflakeState is the hook's state of a create (entflakeIDs).
+	entflakeState entflakeState
 }
 
 var _ ent.Mutation = (*BuilderMutation)(nil)
@@ -500,9 +499,8 @@ type DocMutation struct {
 	// mutation ran in, if any (entflakeStatement). A pointer: one word
 	// more in every mutation, not three.
 	entflakeBatch *[]*DocCreate
-	// entflakeGenerated is set when the hook generated the id, which an
-	// upsert must then not find in a stored row (entflakeUpsertID).
-	entflakeGenerated bool
+	// entflakeState is the hook's state of a create (entflakeIDs).
+	entflakeState entflakeState
 }
 
 var _ ent.Mutation = (*DocMutation)(nil)
@@ -934,9 +932,8 @@ type JSONMutation struct {
 	// mutation ran in, if any (entflakeStatement). A pointer: one word
 	// more in every mutation, not three.
 	entflakeBatch *[]*JSONCreate
-	// entflakeGenerated is set when the hook generated the id, which an
-	// upsert must then not find in a stored row (entflakeUpsertID).
-	entflakeGenerated bool
+	// entflakeState is the hook's state of a create (entflakeIDs).
+	entflakeState entflakeState
 }
 
 var _ ent.Mutation = (*JSONMutation)(nil)
@@ -1491,9 +1488,8 @@ type MutatorsMutation struct {
 	// mutation ran in, if any (entflakeStatement). A pointer: one word
 	// more in every mutation, not three.
 	entflakeBatch *[]*MutatorsCreate
-	// entflakeGenerated is set when the hook generated the id, which an
-	// upsert must then not find in a stored row (entflakeUpsertID).
-	entflakeGenerated bool
+	// entflakeState is the hook's state of a create (entflakeIDs).
+	entflakeState entflakeState
 }
 
 var _ ent.Mutation = (*MutatorsMutation)(nil)
@@ -2048,9 +2044,8 @@ type NodeMutation struct {
 	// mutation ran in, if any (entflakeStatement). A pointer: one word
 	// more in every mutation, not three.
 	entflakeBatch *[]*NodeCreate
-	// entflakeGenerated is set when the hook generated the id, which an
-	// upsert must then not find in a stored row (entflakeUpsertID).
-	entflakeGenerated bool
+	// entflakeState is the hook's state of a create (entflakeIDs).
+	entflakeState entflakeState
 }
 
 var _ ent.Mutation = (*NodeMutation)(nil)
@@ -3074,9 +3069,8 @@ type PartMutation struct {
 	// mutation ran in, if any (entflakeStatement). A pointer: one word
 	// more in every mutation, not three.
 	entflakeBatch *[]*PartCreate
-	// entflakeGenerated is set when the hook generated the id, which an
-	// upsert must then not find in a stored row (entflakeUpsertID).
-	entflakeGenerated bool
+	// entflakeState is the hook's state of a create (entflakeIDs).
+	entflakeState entflakeState
 }
 
 var _ ent.Mutation = (*PartMutation)(nil)
@@ -3884,9 +3878,8 @@ type ReferenceMutation struct {
 	// mutation ran in, if any (entflakeStatement). A pointer: one word
 	// more in every mutation, not three.
 	entflakeBatch *[]*ReferenceCreate
-	// entflakeGenerated is set when the hook generated the id, which an
-	// upsert must then not find in a stored row (entflakeUpsertID).
-	entflakeGenerated bool
+	// entflakeState is the hook's state of a create (entflakeIDs).
+	entflakeState entflakeState
 }
 
 var _ ent.Mutation = (*ReferenceMutation)(nil)
@@ -4866,9 +4859,8 @@ type RootMutation struct {
 	// mutation ran in, if any (entflakeStatement). A pointer: one word
 	// more in every mutation, not three.
 	entflakeBatch *[]*RootCreate
-	// entflakeGenerated is set when the hook generated the id, which an
-	// upsert must then not find in a stored row (entflakeUpsertID).
-	entflakeGenerated bool
+	// entflakeState is the hook's state of a create (entflakeIDs).
+	entflakeState entflakeState
 }
 
 var _ ent.Mutation = (*RootMutation)(nil)
@@ -5423,9 +5415,8 @@ type SpecMutation struct {
 	// mutation ran in, if any (entflakeStatement). A pointer: one word
 	// more in every mutation, not three.
 	entflakeBatch *[]*SpecCreate
-	// entflakeGenerated is set when the hook generated the id, which an
-	// upsert must then not find in a stored row (entflakeUpsertID).
-	entflakeGenerated bool
+	// entflakeState is the hook's state of a create (entflakeIDs).
+	entflakeState entflakeState
 }
 
 var _ ent.Mutation = (*SpecMutation)(nil)
@@ -5977,9 +5968,8 @@ type StrconvMutation struct {
 	// mutation ran in, if any (entflakeStatement). A pointer: one word
 	// more in every mutation, not three.
 	entflakeBatch *[]*StrconvCreate
-	// entflakeGenerated is set when the hook generated the id, which an
-	// upsert must then not find in a stored row (entflakeUpsertID).
-	entflakeGenerated bool
+	// entflakeState is the hook's state of a create (entflakeIDs).
+	entflakeState entflakeState
 }
 
 var _ ent.Mutation = (*StrconvMutation)(nil)
@@ -6452,9 +6442,8 @@ type WidgetMutation struct {
 	// mutation ran in, if any (entflakeStatement). A pointer: one word
 	// more in every mutation, not three.
 	entflakeBatch *[]*WidgetCreate
-	// entflakeGenerated is set when the hook generated the id, which an
-	// upsert must then not find in a stored row (entflakeUpsertID).
-	entflakeGenerated bool
+	// entflakeState is the hook's state of a create (entflakeIDs).
+	entflakeState entflakeState
 }
 
 var _ ent.Mutation = (*WidgetMutation)(nil)

@@ -45,9 +45,8 @@ type SpecsMutation struct {
 	// mutation ran in, if any (entflakeStatement). A pointer: one word
 	// more in every mutation, not three.
 	entflakeBatch *[]*SpecsCreate
-	// entflakeGenerated is set when the hook generated the id, which an
-	// upsert must then not find in a stored row (entflakeUpsertID).
-	entflakeGenerated bool
+	// entflakeState is the hook's state of a create (entflakeIDs).
+	entflakeState entflakeState
 }
 
 var _ ent.Mutation = (*SpecsMutation)(nil)
@@ -517,9 +516,8 @@ type VMutation struct {
 	// mutation ran in, if any (entflakeStatement). A pointer: one word
 	// more in every mutation, not three.
 	entflakeBatch *[]*VCreate
-	// entflakeGenerated is set when the hook generated the id, which an
-	// upsert must then not find in a stored row (entflakeUpsertID).
-	entflakeGenerated bool
+	// entflakeState is the hook's state of a create (entflakeIDs).
+	entflakeState entflakeState
 }
 
 var _ ent.Mutation = (*VMutation)(nil)

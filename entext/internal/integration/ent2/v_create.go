@@ -107,7 +107,7 @@ func (_c *VCreate) createSpec() (*V, *sqlgraph.CreateSpec) {
 	)
 	_spec.OnConflict = _c.conflict
 	if len(_spec.OnConflict) > 0 {
-		_spec.OnConflict = entflakeUpsert(_c.driver.Dialect(), _spec.OnConflict, _spec, _c.mutation.entflakeGenerated)
+		_spec.OnConflict = entflakeUpsert(_c.driver.Dialect(), _spec.OnConflict, _spec, _c.mutation.entflakeState.generated)
 	}
 	if id, ok := _c.mutation.ID(); ok {
 		_node.ID = id
@@ -295,7 +295,7 @@ func (_c *VCreateBulk) Save(ctx context.Context) ([]*V, error) {
 						b.mutation.entflakeBatch = &_c.builders
 					}
 					if len(spec.OnConflict) > 0 && entflakeEach(_c.driver.Dialect(), spec.OnConflict) {
-						err := entflakeUpsertEach(ctx, &_c.config, spec, func(j int) bool { return _c.builders[j].mutation.entflakeGenerated })
+						err := entflakeUpsertEach(ctx, &_c.config, spec, func(j int) bool { return _c.builders[j].mutation.entflakeState.generated })
 						if err != nil {
 							return nil, err
 						}

@@ -71,7 +71,7 @@ func entflakeIDs(next ent.Mutator) ent.Mutator {
 		if !m.Op().Is(ent.OpCreate) {
 			return next.Mutate(ctx, m)
 		}
-		c, name, generated := entflakeOf(m)
+		c, name, st := entflakeOf(m)
 		em, isID := m.(interface {
 			ID() (int64, bool)
 			SetID(int64)
@@ -79,7 +79,15 @@ func entflakeIDs(next ent.Mutator) ent.Mutator {
 		if c == nil || !isID {
 			return nil, fmt.Errorf("ent3: entflake: unexpected mutation %T", m)
 		}
-		if id, set := em.ID(); set {
+		id, set := em.ID()
+		if set && st.generated && id == st.saved {
+			// The create is saved again (a retry of the same builder): it
+			// gets a new id, as with ent's own ids, not its first one, which
+			// may be stored already.
+			set = false
+		}
+		st.generated = !set
+		if set {
 			if id <= 0 {
 				return nil, fmt.Errorf("ent3: %s.id: %w: %d (snowflake ids are positive; leave the id unset for a new one)", name, entflake.ErrInvalidID, id)
 			}
@@ -89,14 +97,25 @@ func entflakeIDs(next ent.Mutator) ent.Mutator {
 				return nil, err
 			}
 			em.SetID(id)
-			*generated = true
 		}
 		v, err := next.Mutate(ctx, m)
+		st.saved, _ = em.ID()
 		if err != nil {
 			return v, entflakeInsertFailed(ctx, c, m, err)
 		}
 		return v, nil
 	})
+}
+
+// entflakeState is what the hook keeps on the mutation of a create.
+type entflakeState struct {
+	// generated is set when the hook generated the create's id (not the
+	// caller): an upsert must then not update a row that holds it
+	// (entflakeUpsertID).
+	generated bool
+	// saved is the id the mutation had when its last Save returned, to
+	// tell a Save of the same create again from an id the caller set.
+	saved int64
 }
 
 // entflakeInsertFailed hands the error of a create to the tripwire of the
@@ -111,7 +130,7 @@ func entflakeInsertFailed(ctx context.Context, c *config, m ent.Mutation, err er
 	case *AccountMutation:
 		in.Table, in.Column = "accounts", "id"
 		in.IDs, last = entflakeStatement(m, m.entflakeBatch)
-		in.Upsert = m.entflakeGenerated && len(in.IDs) == 1
+		in.Upsert = m.entflakeState.generated && len(in.IDs) == 1
 	}
 	if !last {
 		return err // the batch's last builder reports the statement's error
@@ -180,13 +199,12 @@ func entflakeDriver(c *config) dialect.Driver {
 
 // entflakeOf returns, for a mutation of an entity type with the
 // SnowflakeID mixin, the client configuration, the type's name, and the
-// mark the hook sets when it generated the id (not the caller): an upsert
-// of a generated id must not update a row that holds it (entflakeUpsertID).
-// The configuration is nil for any other mutation.
-func entflakeOf(m ent.Mutation) (c *config, name string, generated *bool) {
+// hook's state of the create (entflakeState). The configuration is nil for
+// any other mutation.
+func entflakeOf(m ent.Mutation) (c *config, name string, st *entflakeState) {
 	switch m := m.(type) {
 	case *AccountMutation:
-		return &m.config, "Account", &m.entflakeGenerated
+		return &m.config, "Account", &m.entflakeState
 	}
 	return nil, "", nil
 }

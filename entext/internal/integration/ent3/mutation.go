@@ -46,9 +46,8 @@ type AccountMutation struct {
 	// mutation ran in, if any (entflakeStatement). A pointer: one word
 	// more in every mutation, not three.
 	entflakeBatch *[]*AccountCreate
-	// entflakeGenerated is set when the hook generated the id, which an
-	// upsert must then not find in a stored row (entflakeUpsertID).
-	entflakeGenerated bool
+	// entflakeState is the hook's state of a create (entflakeIDs).
+	entflakeState entflakeState
 }
 
 var _ ent.Mutation = (*AccountMutation)(nil)
