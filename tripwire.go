@@ -125,7 +125,8 @@ type tripReport struct {
 // not look up, or, where the error names no id (SQLite, for a batch of
 // several rows), a batch with ids that are not this generator's. A retry
 // of an INSERT that did commit (its answer was lost) with the same id
-// meets its own row, and counts: retry with a new id, or read first.
+// meets its own row, and counts: retry with a new id, or read first (the
+// code entext generates gives a create builder saved again a new id).
 //
 // For a breach, it returns an error that wraps err (ent's ConstraintError
 // stays in the chain) and ErrWorkerCollision. An err that has
