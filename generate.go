@@ -9,3 +9,4 @@ package entflake
 //go:generate go -C entext/internal/integration/noexthook run entc.go
 //go:generate go -C entext/internal/integration/ent3 run entc.go
 //go:generate go -C entext/internal/integration/edges run entc.go
+//go:generate go -C entext/internal/integration/schemacfg run entc.go

@@ -55,13 +55,20 @@ type Insert struct {
 	// statement's transaction: PostgreSQL refuses every statement of a
 	// transaction after an error. The client's own driver will do.
 	Catalog dialect.ExecQuerier
-	// Upsert is set for an upsert of one row whose id the hook generated.
-	// On MySQL, ON DUPLICATE KEY UPDATE matches the primary key too and
-	// would update a stored row that holds that id; entext's conflict
-	// clause stops such an upsert with error 1690 (an integer overflow it
-	// provokes on purpose, which MySQL, MariaDB and TiDB raise in every
-	// sql_mode) before it writes, and InsertFailed then looks the id up
-	// through Catalog: a row that holds it is a duplicate primary key.
+	// Schema is the database (MySQL) or schema (PostgreSQL) of Table when
+	// it is not the connection's own (ent's sql/schemaconfig); empty
+	// otherwise.
+	Schema string
+	// Upsert is set when every id of the statement is one the hook
+	// generated. An upsert that meets a stored row holding such an id would
+	// update another instance's row: on MySQL, ON DUPLICATE KEY UPDATE fires
+	// on the primary key whatever the target, and elsewhere a target that
+	// is the id reaches the update. entext's conflict clause stops such an
+	// upsert before it writes with an integer overflow it provokes on
+	// purpose: error 1690 on MySQL, MariaDB and TiDB, 22003 on PostgreSQL,
+	// "integer overflow" on SQLite, in every mode. InsertFailed then looks
+	// the ids up through Catalog: a stored row that holds one of them is a
+	// duplicate primary key on it.
 	Upsert bool
 }
 
@@ -312,16 +319,16 @@ func (g *Generator) primaryKeyDuplicate(ctx context.Context, e dberr.Error, in I
 			return id, true, true
 		}
 		return 0, false, true
-	case e.MySQL == 1690 && in.Upsert && len(in.IDs) == 1 && in.Catalog != nil:
-		// entext's guard (Insert.Upsert): the upsert met a row with its id,
-		// if one holds it; any other overflow finds none.
-		held, err := holds(ctx, in.Catalog, in.Table, in.Column, in.IDs[0])
+	case in.Upsert && in.Catalog != nil && (e.MySQL == 1690 || e.PG == "22003" || e.SQLite == 1 && strings.Contains(e.Text, "integer overflow")):
+		// entext's guard (Insert.Upsert): the upsert met a row with one of
+		// its ids, if one holds it; any other overflow finds none.
+		id, held, err := holds(ctx, in)
 		if err != nil {
-			g.tw.log.LogAttrs(ctx, slog.LevelWarn, "entflake: tripwire: cannot look up the id of a refused upsert",
-				slog.String("table", in.Table), slog.Int64("id", in.IDs[0]), slog.String("error", err.Error()))
+			g.tw.log.LogAttrs(ctx, slog.LevelWarn, "entflake: tripwire: cannot look up the ids of a refused upsert",
+				slog.String("table", in.Table), slog.String("error", err.Error()))
 			return 0, false, false
 		}
-		return in.IDs[0], true, held
+		return id, true, held
 	case e.SQLite == 1555:
 		// SQLITE_CONSTRAINT_PRIMARYKEY: "UNIQUE constraint failed:
 		// widgets.id". A trigger's INSERT into another table names that
@@ -331,21 +338,31 @@ func (g *Generator) primaryKeyDuplicate(ctx context.Context, e dberr.Error, in I
 	return 0, false, false
 }
 
-// holds reports whether a row of table (MySQL) has id in column: the
+// holds returns an id of in.IDs that a stored row of in.Table holds: the
 // lookup of a refused upsert (Insert.Upsert), on a connection outside the
 // statement's transaction, which sees committed rows only.
-func holds(ctx context.Context, cat dialect.ExecQuerier, table, column string, id int64) (bool, error) {
+func holds(ctx context.Context, in Insert) (id int64, found bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, catalogTimeout)
 	defer cancel()
-	b := entsql.Dialect(dialect.MySQL)
-	query, args := b.Select(entsql.Count("*")).From(b.Table(table)).Where(entsql.EQ(column, id)).Query()
+	b := entsql.Dialect(in.Dialect)
+	ids := make([]any, len(in.IDs))
+	for i, id := range in.IDs {
+		ids[i] = id
+	}
+	query, args := b.Select(in.Column).From(b.Table(in.Table).Schema(in.Schema)).
+		Where(entsql.In(in.Column, ids...)).Limit(1).Query()
 	var rows entsql.Rows
-	if err := cat.Query(ctx, query, args, &rows); err != nil {
-		return false, err
+	if err := in.Catalog.Query(ctx, query, args, &rows); err != nil {
+		return 0, false, err
 	}
 	defer rows.Close()
-	n, err := entsql.ScanInt(rows)
-	return n > 0, err
+	if !rows.Next() {
+		return 0, false, rows.Err()
+	}
+	if err := rows.Scan(&id); err != nil {
+		return 0, false, err
+	}
+	return id, true, nil
 }
 
 // primaryKey reports whether constraint is the primary key of table in

@@ -26,7 +26,8 @@
 //     bulk upsert that one INSERT cannot number (MySQL, or rows skipped on
 //     PostgreSQL and SQLite) runs as one upsert per row in a transaction;
 //   - the refusal of ids that no generator issues (0 and negative), set on
-//     a create or decoded from JSON;
+//     a create (SetID), in a field marked with mixin.JSONString() on a
+//     create or an update, or decoded from JSON;
 //   - for SnowflakeID{JSONString: true} and for the int64 fields marked with
 //     mixin.JSONString() (of any type), the option ",string" in their json
 //     struct tags, and one UnmarshalJSON per type that accepts each of them
@@ -107,6 +108,8 @@ var funcs = template.FuncMap{
 	"entflakeAnyJSON":    anyJSON,
 	"entflakeJSONFields": jsonFields,
 	"entflakeJSONKeys":   jsonKeys,
+	"entflakeRefFields":  refFields,
+	"entflakeAnyRefs":    anyRefs,
 	"entflakeTypeNames":  func(g *gen.Graph) string { return strings.Join(marked(g), ", ") },
 	"entflakeTables":     unmapped,
 	"entflakeQuoted": func(g *gen.Graph) string {

@@ -85,6 +85,34 @@ func jsonFields(n *gen.Type) []jsonField {
 	return out
 }
 
+// refField is a field with the mark that holds the id of another row, for
+// the template of the hook that refuses 0 and negative values in it.
+type refField struct {
+	Get   string // the mutation's getter
+	Label string // Type.field, for errors
+}
+
+// refFields returns the fields of a type with the mark, its id aside.
+func refFields(n *gen.Type) []refField {
+	var out []refField
+	for _, f := range n.Fields {
+		if annotated(f) {
+			out = append(out, refField{Get: f.MutationGet(), Label: n.Name + "." + f.Name})
+		}
+	}
+	return out
+}
+
+// anyRefs reports whether a type of the graph has a field with the mark.
+func anyRefs(g *gen.Graph) bool {
+	for _, n := range g.Nodes {
+		if len(refFields(n)) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // fieldTags returns the struct tags that a schema's field.Annotation sets
 // in place of its fields' own (the model template takes them from there),
 // in the form entc's loader stores annotations in: map[string]any. A graph

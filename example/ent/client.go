@@ -73,6 +73,7 @@ func newConfig(opts ...Option) config {
 	cfg := config{log: log.Println, hooks: &hooks{}, inters: &inters{}}
 	cfg.hooks.Account = append(cfg.hooks.Account, entflakeIDs)
 	cfg.hooks.Entry = append(cfg.hooks.Entry, entflakeIDs)
+	cfg.hooks.Entry = append(cfg.hooks.Entry, entflakeRefs)
 	cfg.hooks.Event = append(cfg.hooks.Event, entflakeIDs)
 	cfg.options(opts...)
 	return cfg

@@ -105,7 +105,8 @@ func TestUpsertIDPastInterceptors(t *testing.T) {
 // TestUpsertIDWithDebug: a client with ent's debug driver (dialect.Debug)
 // upserts with the right id, in one statement and no read-back: on MySQL
 // the INSERT carries the id as LAST_INSERT_ID(?), and the update's guard
-// and LAST_INSERT_ID(id), which the debug driver logs.
+// and LAST_INSERT_ID(id); PostgreSQL and SQLite have the same guard on the
+// id, which keeps its stored value. The debug driver logs them.
 func TestUpsertIDWithDebug(t *testing.T) {
 	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
 		_, drv, g := lease(t, b)
@@ -146,7 +147,13 @@ func TestUpsertIDWithDebug(t *testing.T) {
 			require.Len(t, statements, 1, "in tx %v: one statement, no read-back: %q", inTx, statements)
 			if b.Dialect == dialect.MySQL {
 				assert.Contains(t, statements[0], "VALUES (?, ?, LAST_INSERT_ID(?))")
-				assert.Contains(t, statements[0], "`id` = IF(`widgets`.`id` = ?, `widgets`.`id` + 9223372036854775807, LAST_INSERT_ID(`widgets`.`id`))")
+				assert.Contains(t, statements[0], "`id` = CASE WHEN `widgets`.`id` = ? THEN `widgets`.`id` + 9223372036854775807 ELSE LAST_INSERT_ID(`widgets`.`id`) END")
+			}
+			if b.Dialect == dialect.Postgres {
+				assert.Contains(t, statements[0], `"id" = CASE WHEN "widgets"."id" = $4 THEN "widgets"."id" + 9223372036854775807 ELSE "widgets"."id" END`)
+			}
+			if b.Dialect == dialect.SQLite {
+				assert.Contains(t, statements[0], "`id` = CASE WHEN `widgets`.`id` = ? THEN abs(-9223372036854775807 - 1 + 0 * `widgets`.`id`) ELSE `widgets`.`id` END")
 			}
 		}
 	})
