@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"entgo.io/ent"
@@ -71,7 +72,7 @@ func entflakeIDs(next ent.Mutator) ent.Mutator {
 		if !m.Op().Is(ent.OpCreate) {
 			return next.Mutate(ctx, m)
 		}
-		c, name, generated := entflakeOf(m)
+		c, name, st := entflakeOf(m)
 		em, isID := m.(interface {
 			ID() (int64, bool)
 			SetID(int64)
@@ -79,7 +80,15 @@ func entflakeIDs(next ent.Mutator) ent.Mutator {
 		if c == nil || !isID {
 			return nil, fmt.Errorf("ent: entflake: unexpected mutation %T", m)
 		}
-		if id, set := em.ID(); set {
+		id, set := em.ID()
+		if set && st.generated && id == st.saved {
+			// The create is saved again (a retry of the same builder): it
+			// gets a new id, as with ent's own ids, not its first one, which
+			// may be stored already.
+			set = false
+		}
+		st.generated = !set
+		if set {
 			if id <= 0 {
 				return nil, fmt.Errorf("ent: %s.id: %w: %d (snowflake ids are positive; leave the id unset for a new one)", name, entflake.ErrInvalidID, id)
 			}
@@ -89,14 +98,25 @@ func entflakeIDs(next ent.Mutator) ent.Mutator {
 				return nil, err
 			}
 			em.SetID(id)
-			*generated = true
 		}
 		v, err := next.Mutate(ctx, m)
+		st.saved, _ = em.ID()
 		if err != nil {
 			return v, entflakeInsertFailed(ctx, c, m, err)
 		}
 		return v, nil
 	})
+}
+
+// entflakeState is what the hook keeps on the mutation of a create.
+type entflakeState struct {
+	// generated is set when the hook generated the create's id (not the
+	// caller): an upsert must then not update a row that holds it
+	// (entflakeUpsertID).
+	generated bool
+	// saved is the id the mutation had when its last Save returned, to
+	// tell a Save of the same create again from an id the caller set.
+	saved int64
 }
 
 // entflakeInsertFailed hands the error of a create to the tripwire of the
@@ -111,19 +131,39 @@ func entflakeInsertFailed(ctx context.Context, c *config, m ent.Mutation, err er
 	case *SnowMutation:
 		in.Table, in.Column = "snows", "id"
 		in.IDs, last = entflakeStatement(m, m.entflakeBatch)
-		in.Upsert = m.entflakeGenerated && len(in.IDs) == 1
+		in.Upsert = m.entflakeState.generated
+		if b := m.entflakeBatch; b != nil {
+			for _, x := range *b {
+				in.Upsert = in.Upsert && x.mutation.entflakeState.generated
+			}
+		}
 	case *Snow8Mutation:
 		in.Table, in.Column = "snow8s", "id"
 		in.IDs, last = entflakeStatement(m, m.entflakeBatch)
-		in.Upsert = m.entflakeGenerated && len(in.IDs) == 1
+		in.Upsert = m.entflakeState.generated
+		if b := m.entflakeBatch; b != nil {
+			for _, x := range *b {
+				in.Upsert = in.Upsert && x.mutation.entflakeState.generated
+			}
+		}
 	case *Snow8RowMutation:
 		in.Table, in.Column = "snow8rows", "id"
 		in.IDs, last = entflakeStatement(m, m.entflakeBatch)
-		in.Upsert = m.entflakeGenerated && len(in.IDs) == 1
+		in.Upsert = m.entflakeState.generated
+		if b := m.entflakeBatch; b != nil {
+			for _, x := range *b {
+				in.Upsert = in.Upsert && x.mutation.entflakeState.generated
+			}
+		}
 	case *UpSnowMutation:
 		in.Table, in.Column = "up_snows", "id"
 		in.IDs, last = entflakeStatement(m, m.entflakeBatch)
-		in.Upsert = m.entflakeGenerated && len(in.IDs) == 1
+		in.Upsert = m.entflakeState.generated
+		if b := m.entflakeBatch; b != nil {
+			for _, x := range *b {
+				in.Upsert = in.Upsert && x.mutation.entflakeState.generated
+			}
+		}
 	}
 	if !last {
 		return err // the batch's last builder reports the statement's error
@@ -184,27 +224,43 @@ func entflakeStatement[M interface {
 // any transaction: PostgreSQL runs no statement in a transaction after an
 // error, and the tripwire may need to look at the catalog.
 func entflakeDriver(c *config) dialect.Driver {
-	if tx, ok := c.driver.(*txDriver); ok {
+	if tx := entflakeInTx(c); tx != nil {
 		return tx.drv
 	}
 	return c.driver
 }
 
+// entflakeInTx returns the transaction a client's configuration runs in, if
+// any: its driver, or the driver that dialect.Debug (Client.Debug) wraps
+// around it.
+func entflakeInTx(c *config) *txDriver {
+	drv := c.driver
+	for {
+		switch d := drv.(type) {
+		case *txDriver:
+			return d
+		case *dialect.DebugDriver:
+			drv = d.Driver
+		default:
+			return nil
+		}
+	}
+}
+
 // entflakeOf returns, for a mutation of an entity type with the
 // SnowflakeID mixin, the client configuration, the type's name, and the
-// mark the hook sets when it generated the id (not the caller): an upsert
-// of a generated id must not update a row that holds it (entflakeUpsertID).
-// The configuration is nil for any other mutation.
-func entflakeOf(m ent.Mutation) (c *config, name string, generated *bool) {
+// hook's state of the create (entflakeState). The configuration is nil for
+// any other mutation.
+func entflakeOf(m ent.Mutation) (c *config, name string, st *entflakeState) {
 	switch m := m.(type) {
 	case *SnowMutation:
-		return &m.config, "Snow", &m.entflakeGenerated
+		return &m.config, "Snow", &m.entflakeState
 	case *Snow8Mutation:
-		return &m.config, "Snow8", &m.entflakeGenerated
+		return &m.config, "Snow8", &m.entflakeState
 	case *Snow8RowMutation:
-		return &m.config, "Snow8Row", &m.entflakeGenerated
+		return &m.config, "Snow8Row", &m.entflakeState
 	case *UpSnowMutation:
-		return &m.config, "UpSnow", &m.entflakeGenerated
+		return &m.config, "UpSnow", &m.entflakeState
 	}
 	return nil, "", nil
 }
@@ -213,10 +269,11 @@ func entflakeOf(m ent.Mutation) (c *config, name string, generated *bool) {
 // entity type with the SnowflakeID mixin, for the row of spec: the row an
 // upsert updates keeps its primary key (the ID of the create was assigned
 // before the INSERT, and sql.ResolveWithNewValues would write it over the
-// stored one), and the ID reported is the stored row's.
+// stored one), the ID reported is the stored row's, and a row that holds
+// an id the hook generated is never updated.
 //
-// On PostgreSQL and SQLite the id is left out of DO UPDATE SET, and
-// RETURNING gives the stored id. MySQL has no RETURNING: sqlgraph takes
+// On PostgreSQL and SQLite the id keeps its stored value in DO UPDATE SET,
+// and RETURNING gives the stored id. MySQL has no RETURNING: sqlgraph takes
 // the id from the OK packet's last insert id, and writes the edges' keys
 // with it before any hook or this code sees it. Only LAST_INSERT_ID(expr)
 // sets that value for an id that is not AUTO_INCREMENT, so the id is
@@ -225,32 +282,50 @@ func entflakeOf(m ent.Mutation) (c *config, name string, generated *bool) {
 // sql.Querier as SQL) and the update sets id = LAST_INSERT_ID(id): the OK
 // packet then carries the inserted id, or the updated row's.
 //
-// MySQL's ON DUPLICATE KEY UPDATE also fires on the primary key, and would
-// overwrite a row whose id is the one the hook just generated (one that
-// another instance issued too: a worker id held twice). PostgreSQL and
-// SQLite fail with a duplicate primary key there, since their conflict
-// target is the caller's. For a generated id the update on MySQL is
-// therefore IF(id = <id>, id + MaxInt64, LAST_INSERT_ID(id)): an integer
-// overflow, which MySQL, MariaDB and TiDB refuse with error 1690 whatever
-// the sql_mode, so the statement changes nothing; the tripwire
-// (entflakeTrip, Insert.Upsert) then finds the row with that id and reports
-// the collision. An id the caller set may update the row it names.
+// A row that already holds the id the hook just generated is another
+// instance's (a worker id held twice). MySQL's ON DUPLICATE KEY UPDATE
+// fires on the primary key whatever the target, and PostgreSQL and SQLite
+// reach the update for it when the conflict target is the id
+// (OnConflictColumns("id"), a helper that upserts by an id it may lack):
+// the update would overwrite that row. For a generated id the update of the
+// id column is therefore a guard, CASE WHEN id = <id> THEN <an error> ELSE
+// id END, whose error stops the statement before it writes: an integer
+// overflow, which MySQL, MariaDB and TiDB (1690) and PostgreSQL (22003)
+// raise in every mode, and on SQLite abs() of the smallest int64, the one
+// overflow SQLite does not turn into a float. The tripwire (entflakeTrip,
+// Insert.Upsert) then finds the row with that id and reports the
+// collision. An id the caller set may update the row it names.
 func entflakeUpsertID(d string, spec *sqlgraph.CreateSpec, generated bool) sql.ConflictOption {
 	var (
 		column = spec.ID.Column
 		id     int64 // the id inserted, once sqlgraph applies the option
 	)
-	if d != dialect.MySQL {
-		return entflakeKeepID(column)
-	}
 	keep := sql.ResolveWith(func(s *sql.UpdateSet) {
 		c := s.Table().C(column)
-		if generated {
-			s.Set(column, sql.Expr(fmt.Sprintf("IF(%s = ?, %s + %d, LAST_INSERT_ID(%s))", c, c, math.MaxInt64, c), id))
-			return
+		if d != dialect.MySQL {
+			id, _ = spec.ID.Value.(int64) // set by now: the statement is being rendered
 		}
-		s.Set(column, sql.Expr(fmt.Sprintf("LAST_INSERT_ID(%s)", c)))
+		s.Set(column, sql.ExprFunc(func(b *sql.Builder) {
+			stored := c
+			if d == dialect.MySQL {
+				stored = "LAST_INSERT_ID(" + c + ")"
+			}
+			if !generated {
+				b.WriteString(stored)
+				return
+			}
+			b.WriteString("CASE WHEN ").WriteString(c).WriteString(" = ").Arg(id).WriteString(" THEN ")
+			if d == dialect.SQLite {
+				b.WriteString(fmt.Sprintf("abs(-%d - 1 + 0 * %s)", math.MaxInt64, c))
+			} else {
+				b.WriteString(fmt.Sprintf("%s + %d", c, math.MaxInt64))
+			}
+			b.WriteString(" ELSE ").WriteString(stored).WriteString(" END")
+		}))
 	})
+	if d != dialect.MySQL {
+		return keep
+	}
 	return entflakeBefore(keep, func() {
 		if v, ok := spec.ID.Value.(int64); ok {
 			id = v
@@ -284,10 +359,24 @@ func entflakeRenders(o sql.ConflictOption, suffix string) bool {
 	return strings.HasSuffix(q, suffix)
 }
 
-// entflakeKeepID leaves the primary key out of the DO UPDATE SET of an
-// upsert on PostgreSQL and SQLite (see entflakeUpsertID).
-func entflakeKeepID(column string) sql.ConflictOption {
-	return sql.ResolveWith(func(s *sql.UpdateSet) { s.SetIgnore(column) })
+// entflakeKeepBatchID is entflakeUpsertID for a bulk upsert that runs as
+// one statement (PostgreSQL and SQLite, an update of every row): the id
+// keeps its stored value, and if the hook generated every row's id
+// (guard), a row that already holds the proposed one (excluded.id) stops
+// the statement, as entflakeUpsertID does for one row.
+func entflakeKeepBatchID(d, column string, guard bool) sql.ConflictOption {
+	return sql.ResolveWith(func(s *sql.UpdateSet) {
+		if !guard {
+			s.SetIgnore(column)
+			return
+		}
+		c, proposed := s.Table().C(column), sql.Dialect(d).Table("excluded").C(column)
+		overflow := fmt.Sprintf("%s + %d", c, math.MaxInt64)
+		if d == dialect.SQLite {
+			overflow = fmt.Sprintf("abs(-%d - 1 + 0 * %s)", math.MaxInt64, c)
+		}
+		s.Set(column, sql.Expr(fmt.Sprintf("CASE WHEN %s = %s THEN %s ELSE %s END", c, proposed, overflow, c)))
+	})
 }
 
 // entflakeBefore returns the option o that runs f first. Its type
@@ -306,9 +395,12 @@ func entflakeBefore[C any](o func(C), f func()) func(C) {
 // PostgreSQL and SQLite return only some rows (DO NOTHING, or DO UPDATE
 // with a WHERE), which sqlgraph would number by position, attaching a
 // skipped row's id and edges to the next row. The options are rendered on
-// a scratch INSERT to see which clause they make.
-func entflakeEach(d string, opts []sql.ConflictOption) bool {
-	if d == dialect.MySQL {
+// a scratch INSERT to see which clause they make. generated tells, row by
+// row, whether the hook generated the id.
+func entflakeEach(d string, opts []sql.ConflictOption, generated []bool) bool {
+	if d == dialect.MySQL || slices.Contains(generated, true) && slices.Contains(generated, false) {
+		// A batch that mixes generated ids with ids the caller set: only the
+		// former get the guard (entflakeUpsertID), row by row.
 		return true
 	}
 	q, _ := sql.Dialect(d).Insert("t").Columns("c").Values(1).OnConflict(opts...).Query()
@@ -324,15 +416,17 @@ func entflakeEach(d string, opts []sql.ConflictOption) bool {
 // PostgreSQL and SQLite) is left without an id (spec.ID.Value nil, the
 // entity's ID 0); one that also had edges to add to other rows fails the
 // batch with entflake.ErrSkippedEdges, since the row they name was not
-// written. generated reports whether the hook generated the id of row j.
-func entflakeUpsertEach(ctx context.Context, c *config, spec *sqlgraph.BatchCreateSpec, generated func(j int) bool) (err error) {
+// written. generated[j] reports whether the hook generated the id of row j.
+func entflakeUpsertEach(ctx context.Context, c *config, spec *sqlgraph.BatchCreateSpec, generated []bool) (err error) {
 	d := c.driver.Dialect()
-	tx, err := c.driver.Tx(ctx)
-	if err != nil {
-		return err
-	}
-	_, nested := c.driver.(*txDriver)
-	if nested {
+	nested := entflakeInTx(c) != nil
+	var tx dialect.Tx = dialect.NopTx(c.driver)
+	if !nested {
+		var err error
+		if tx, err = c.driver.Tx(ctx); err != nil {
+			return err
+		}
+	} else {
 		if err := tx.Exec(ctx, "SAVEPOINT entflake_batch", []any{}, nil); err != nil {
 			return err
 		}
@@ -356,7 +450,7 @@ func entflakeUpsertEach(ctx context.Context, c *config, spec *sqlgraph.BatchCrea
 	drv := entflakeTx{tx: tx, dialect: d}
 	for j, node := range spec.Nodes {
 		id, _ := node.ID.Value.(int64)
-		node.OnConflict = entflakeUpsert(d, spec.OnConflict, node, generated(j))
+		node.OnConflict = entflakeUpsert(d, spec.OnConflict, node, generated[j])
 		err := sqlgraph.CreateNode(ctx, drv, node)
 		switch {
 		case err == nil:
@@ -372,7 +466,7 @@ func entflakeUpsertEach(ctx context.Context, c *config, spec *sqlgraph.BatchCrea
 			}
 			node.ID.Value = nil
 		default:
-			in := entflake.Insert{Table: node.Table, Column: node.ID.Column, IDs: []int64{id}, Upsert: generated(j)}
+			in := entflake.Insert{Table: node.Table, Schema: node.Schema, Column: node.ID.Column, IDs: []int64{id}, Upsert: generated[j]}
 			if sqlgraph.IsConstraintError(err) {
 				err = &ConstraintError{msg: err.Error(), wrap: err}
 			}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
@@ -114,7 +115,7 @@ func (_c *SnowCreate) createSpec() (*Snow, *sqlgraph.CreateSpec) {
 	)
 	_spec.OnConflict = _c.conflict
 	if len(_spec.OnConflict) > 0 {
-		_spec.OnConflict = entflakeUpsert(_c.driver.Dialect(), _spec.OnConflict, _spec, _c.mutation.entflakeGenerated)
+		_spec.OnConflict = entflakeUpsert(_c.driver.Dialect(), _spec.OnConflict, _spec, _c.mutation.entflakeState.generated)
 	}
 	if id, ok := _c.mutation.ID(); ok {
 		_node.ID = id
@@ -364,8 +365,12 @@ func (_c *SnowCreateBulk) Save(ctx context.Context) ([]*Snow, error) {
 					for _, b := range _c.builders {
 						b.mutation.entflakeBatch = &_c.builders
 					}
-					if len(spec.OnConflict) > 0 && entflakeEach(_c.driver.Dialect(), spec.OnConflict) {
-						err := entflakeUpsertEach(ctx, &_c.config, spec, func(j int) bool { return _c.builders[j].mutation.entflakeGenerated })
+					generated := make([]bool, len(_c.builders))
+					for j, b := range _c.builders {
+						generated[j] = b.mutation.entflakeState.generated
+					}
+					if len(spec.OnConflict) > 0 && entflakeEach(_c.driver.Dialect(), spec.OnConflict, generated) {
+						err := entflakeUpsertEach(ctx, &_c.config, spec, generated)
 						if err != nil {
 							return nil, err
 						}
@@ -374,7 +379,7 @@ func (_c *SnowCreateBulk) Save(ctx context.Context) ([]*Snow, error) {
 						}
 						spec.Nodes = nil
 					} else if n := len(spec.OnConflict); n > 0 {
-						spec.OnConflict = append(spec.OnConflict[:n:n], entflakeKeepID("id"))
+						spec.OnConflict = append(spec.OnConflict[:n:n], entflakeKeepBatchID(_c.driver.Dialect(), "id", !slices.Contains(generated, false)))
 						// RETURNING gives every row's stored id, in order; ent's code
 						// after BatchCreate copies it only into an entity whose ID is 0.
 						for j := range nodes {
