@@ -9,12 +9,14 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strconv"
 	"time"
 
 	"entgo.io/ent/dialect"
 	entsql "entgo.io/ent/dialect/sql"
 
 	"github.com/entflake/entflake/internal/lease"
+	"github.com/entflake/entflake/internal/snowflake"
 	"github.com/entflake/entflake/schema"
 )
 
@@ -205,110 +207,27 @@ func openDB(ctx context.Context, db *sql.DB, dialectName string, opts []Option) 
 	return g, nil
 }
 
-// keeper makes the run-time half of a lease from db for this configuration.
-func (c *config) keeper(db *sql.DB, dialectName, instance string, source Source) *keeper {
-	hb := c.heartbeat
-	k := &keeper{
-		log: c.logger, hb: hb, source: source, timeout: c.leaseTimeout, clock: c.clock,
-		epochMs: c.epoch.UnixMilli(), lead: c.maxLead,
-		req: lease.Request{
-			DB: db, Dialect: dialectName, Service: c.service, Instance: instance, Layout: c.layoutTag(),
-			Workers: c.layout.workers(), Now: c.clock.Now, TTL: hb.TTL, Horizon: hb.horizon(), Lead: c.maxLead,
-		},
+// explicitWorkerID returns the fixed worker id of rung 1, if any.
+func (c *config) explicitWorkerID() (int64, bool, error) {
+	max := c.layout.MaxWorkerID()
+	if c.workerIDSet {
+		if c.workerID < 0 || c.workerID > max {
+			return 0, false, fmt.Errorf("%w: WithWorkerID(%d) is outside 0..%d", ErrInvalidWorkerID, c.workerID, max)
+		}
+		return c.workerID, true, nil
 	}
-	k.req.Deleted = func(d lease.Deleted) {
-		k.log.LogAttrs(context.Background(), slog.LevelError, "entflake: slot rows found deleted",
-			slog.String("service", c.service), slog.Int("rows", len(d.WorkerIDs)),
-			slog.Int64("first_worker_id", d.WorkerIDs[0]), slog.Int64("last_worker_id", d.WorkerIDs[len(d.WorkerIDs)-1]),
-			slog.Time("floor", d.Until),
-			slog.String("effect", "the rows are made again, and their next holders issue only above the floor: "+
-				"a holder of a deleted row may still be issuing until its next renewal finds the row gone"))
+	v := os.Getenv(EnvWorkerID)
+	if v == "" {
+		return 0, false, nil
 	}
-	return k
-}
-
-// openLease runs rung 2 (and rung 1's registration) under the lease
-// timeout: it takes a slot, checks the clocks, waits for the slot's floor,
-// and starts the heartbeat.
-func (c *config) openLease(ctx context.Context, k *keeper) (*Generator, error) {
-	lctx, cancel := context.WithTimeout(ctx, c.leaseTimeout)
-	defer cancel()
-	private, err := lease.Private(lctx, k.req.DB, k.req.Dialect)
+	id, err := strconv.ParseInt(v, 10, 64)
 	if err != nil {
-		return nil, err
+		return 0, false, fmt.Errorf("%w: %s=%q is not a decimal integer", ErrInvalidWorkerID, EnvWorkerID, v)
 	}
-	k.private, k.req.Forever = private, private
-	var (
-		g    *Generator
-		slot lease.Slot
-		req  = k.req
-	)
-	for {
-		slot, err = lease.Take(lctx, req)
-		if err != nil {
-			return nil, err
-		}
-		attrs := []slog.Attr{slog.String("service", c.service), slog.Int64("worker_id", slot.WorkerID),
-			slog.String("source", k.source.String())}
-		if err := c.checkSkew(ctx, slot.Clock, attrs); err != nil {
-			k.giveBack(ctx, slot)
-			return nil, fmt.Errorf("%w, leaving worker id %d unused", err, slot.WorkerID)
-		}
-		if g == nil {
-			if g, err = c.build(slot.WorkerID, k.source, k.req.Instance); err != nil {
-				k.giveBack(ctx, slot)
-				return nil, err
-			}
-			k.g, g.k = g, k
-		}
-		err = k.adopt(lctx, slot)
-		if err == nil {
-			break
-		}
-		// The clock did not reach the slot's floor in time (it stepped back
-		// during the wait): on the lease path, take another slot.
-		if !errors.Is(err, lease.ErrFloorAhead) || req.Explicit || lctx.Err() != nil || len(req.Avoid) >= 3 {
-			return nil, err
-		}
-		req.Avoid = append(slices.Clone(req.Avoid), slot.WorkerID)
+	if id < 0 || id > max {
+		return 0, false, fmt.Errorf("%w: %s=%d is outside 0..%d", ErrInvalidWorkerID, EnvWorkerID, id, max)
 	}
-	attrs := []slog.Attr{slog.String("service", c.service), slog.Int64("worker_id", slot.WorkerID),
-		slog.String("source", k.source.String())}
-	if slot.Capped {
-		c.logger.LogAttrs(ctx, slog.LevelError, "entflake: lease promise cut by the database's clock",
-			append(attrs, slog.Duration("clock_skew", slot.Skew.Round(time.Millisecond)),
-				slog.Time("promise", time.UnixMilli(slot.Promise)),
-				slog.String("effect", "this clock runs ahead of the database's by more than Heartbeat.Margin: "+
-					"NextID fails with ErrFenced once it passes the promise the database holds"))...)
-	}
-	if len(slot.Created) > 0 {
-		c.logger.LogAttrs(ctx, slog.LevelInfo, "entflake: created lease tables",
-			append(attrs, slog.Any("tables", slot.Created))...)
-	}
-	if slot.Reseeded {
-		c.logger.LogAttrs(ctx, slog.LevelInfo, "entflake: counter row restored", attrs...)
-	}
-	if slot.Recovered {
-		c.logger.LogAttrs(ctx, slog.LevelInfo, "entflake: lease answer lost, slot read back",
-			append(attrs, slog.String("detail", "the connection broke before the claim's answer; the slot shows it taken"))...)
-	}
-	if slot.TookOver {
-		c.logger.LogAttrs(ctx, slog.LevelWarn, "entflake: took over slot of same pod",
-			append(attrs, slog.String("previous", slot.Previous))...)
-	}
-	promise := "none"
-	if !private {
-		promise = time.UnixMilli(slot.Promise).UTC().Format(millisUTC)
-	}
-	msg := "entflake: worker id leased"
-	if req.Explicit {
-		msg = "entflake: fixed worker id registered" // its slot holds it, as a lease would
-	}
-	c.logger.LogAttrs(ctx, slog.LevelInfo, msg, append(attrs,
-		slog.String("instance", k.req.Instance), slog.Int64("fence", slot.Fence), slog.String("promise", promise),
-		slog.Int("misses", slot.Misses), slog.Duration("clock_skew", slot.Skew.Round(time.Millisecond)))...)
-	k.start()
-	return g, nil
+	return id, true, nil
 }
 
 // openExplicit runs rung 1: a fixed worker id, registered in its slot when
@@ -410,6 +329,120 @@ func (c *config) startFenced(ctx context.Context, k *keeper, fe *lease.FloorErro
 	return g, nil
 }
 
+// keeper makes the run-time half of a lease from db for this configuration.
+func (c *config) keeper(db *sql.DB, dialectName, instance string, source Source) *keeper {
+	hb := c.heartbeat
+	k := &keeper{
+		log: c.logger, hb: hb, source: source, timeout: c.leaseTimeout, clock: c.clock,
+		epochMs: c.epoch.UnixMilli(), lead: c.maxLead,
+		req: lease.Request{
+			DB: db, Dialect: dialectName, Service: c.service, Instance: instance, Layout: c.layoutTag(),
+			Workers: c.layout.workers(), Now: c.clock.Now, TTL: hb.TTL, Horizon: hb.horizon(), Lead: c.maxLead,
+		},
+	}
+	k.req.Deleted = func(d lease.Deleted) {
+		k.log.LogAttrs(context.Background(), slog.LevelError, "entflake: slot rows found deleted",
+			slog.String("service", c.service), slog.Int("rows", len(d.WorkerIDs)),
+			slog.Int64("first_worker_id", d.WorkerIDs[0]), slog.Int64("last_worker_id", d.WorkerIDs[len(d.WorkerIDs)-1]),
+			slog.Time("floor", d.Until),
+			slog.String("effect", "the rows are made again, and their next holders issue only above the floor: "+
+				"a holder of a deleted row may still be issuing until its next renewal finds the row gone"))
+	}
+	return k
+}
+
+// layoutTag is the layout and epoch as a slot stores them, for instance
+// "0/10/12 2024-01-01T00:00:00.000Z": services that share the tables must
+// agree on it.
+func (c *config) layoutTag() string {
+	return fmt.Sprintf("%d/%d/%d %s", c.layout.ClockSeqBits, c.layout.WorkerBits, c.layout.SequenceBits,
+		c.epoch.UTC().Format(millisUTC))
+}
+
+// openLease runs rung 2 (and rung 1's registration) under the lease
+// timeout: it takes a slot, checks the clocks, waits for the slot's floor,
+// and starts the heartbeat.
+func (c *config) openLease(ctx context.Context, k *keeper) (*Generator, error) {
+	lctx, cancel := context.WithTimeout(ctx, c.leaseTimeout)
+	defer cancel()
+	private, err := lease.Private(lctx, k.req.DB, k.req.Dialect)
+	if err != nil {
+		return nil, err
+	}
+	k.private, k.req.Forever = private, private
+	var (
+		g    *Generator
+		slot lease.Slot
+		req  = k.req
+	)
+	for {
+		slot, err = lease.Take(lctx, req)
+		if err != nil {
+			return nil, err
+		}
+		attrs := []slog.Attr{slog.String("service", c.service), slog.Int64("worker_id", slot.WorkerID),
+			slog.String("source", k.source.String())}
+		if err := c.checkSkew(ctx, slot.Clock, attrs); err != nil {
+			k.giveBack(ctx, slot)
+			return nil, fmt.Errorf("%w, leaving worker id %d unused", err, slot.WorkerID)
+		}
+		if g == nil {
+			if g, err = c.build(slot.WorkerID, k.source, k.req.Instance); err != nil {
+				k.giveBack(ctx, slot)
+				return nil, err
+			}
+			k.g, g.k = g, k
+		}
+		err = k.adopt(lctx, slot)
+		if err == nil {
+			break
+		}
+		// The clock did not reach the slot's floor in time (it stepped back
+		// during the wait): on the lease path, take another slot.
+		if !errors.Is(err, lease.ErrFloorAhead) || req.Explicit || lctx.Err() != nil || len(req.Avoid) >= 3 {
+			return nil, err
+		}
+		req.Avoid = append(slices.Clone(req.Avoid), slot.WorkerID)
+	}
+	attrs := []slog.Attr{slog.String("service", c.service), slog.Int64("worker_id", slot.WorkerID),
+		slog.String("source", k.source.String())}
+	if slot.Capped {
+		c.logger.LogAttrs(ctx, slog.LevelError, "entflake: lease promise cut by the database's clock",
+			append(attrs, slog.Duration("clock_skew", slot.Skew.Round(time.Millisecond)),
+				slog.Time("promise", time.UnixMilli(slot.Promise)),
+				slog.String("effect", "this clock runs ahead of the database's by more than Heartbeat.Margin: "+
+					"NextID fails with ErrFenced once it passes the promise the database holds"))...)
+	}
+	if len(slot.Created) > 0 {
+		c.logger.LogAttrs(ctx, slog.LevelInfo, "entflake: created lease tables",
+			append(attrs, slog.Any("tables", slot.Created))...)
+	}
+	if slot.Reseeded {
+		c.logger.LogAttrs(ctx, slog.LevelInfo, "entflake: counter row restored", attrs...)
+	}
+	if slot.Recovered {
+		c.logger.LogAttrs(ctx, slog.LevelInfo, "entflake: lease answer lost, slot read back",
+			append(attrs, slog.String("detail", "the connection broke before the claim's answer; the slot shows it taken"))...)
+	}
+	if slot.TookOver {
+		c.logger.LogAttrs(ctx, slog.LevelWarn, "entflake: took over slot of same pod",
+			append(attrs, slog.String("previous", slot.Previous))...)
+	}
+	promise := "none"
+	if !private {
+		promise = time.UnixMilli(slot.Promise).UTC().Format(millisUTC)
+	}
+	msg := "entflake: worker id leased"
+	if req.Explicit {
+		msg = "entflake: fixed worker id registered" // its slot holds it, as a lease would
+	}
+	c.logger.LogAttrs(ctx, slog.LevelInfo, msg, append(attrs,
+		slog.String("instance", k.req.Instance), slog.Int64("fence", slot.Fence), slog.String("promise", promise),
+		slog.Int("misses", slot.Misses), slog.Duration("clock_skew", slot.Skew.Round(time.Millisecond)))...)
+	k.start()
+	return g, nil
+}
+
 // openLifetime runs rung 2 with WithLifetimeLease: the counter's next value,
 // for life.
 func (c *config) openLifetime(ctx context.Context, db *sql.DB, dialectName, instance string) (*Generator, error) {
@@ -459,6 +492,29 @@ func (c *config) checkSkew(ctx context.Context, clk lease.Clock, attrs []slog.At
 	}
 	c.logger.LogAttrs(ctx, slog.LevelWarn, "entflake: clock skew", attrs...)
 	return nil
+}
+
+// build makes the Generator for a worker id, recording which rung of the
+// ladder produced it.
+func (c *config) build(workerID int64, source Source, instance string) (*Generator, error) {
+	g, err := c.generator(workerID)
+	if err != nil {
+		return nil, err
+	}
+	return &Generator{g: g, service: c.service, instance: instance, tw: tripwire{log: c.logger},
+		status: LeaseStatus{Source: source, WorkerID: workerID}}, nil
+}
+
+func (c *config) generator(workerID int64) (*snowflake.Generator, error) {
+	return snowflake.New(snowflake.Config{
+		Layout:     c.layout.internal(),
+		EpochMilli: c.epoch.UnixMilli(),
+		WorkerID:   workerID,
+		Clock:      c.clock,
+		Policy:     c.policy.internal(),
+		MaxLead:    c.maxLead,
+		StartSpan:  c.startSpan,
+	})
 }
 
 // fallbackWorkerID hashes service, host and process id (FNV-1a) into the

@@ -4,11 +4,8 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
-	"os"
-	"strconv"
 	"time"
 
-	"github.com/entflake/entflake/internal/snowflake"
 	"github.com/entflake/entflake/schema"
 )
 
@@ -256,6 +253,9 @@ func WithRequireLease() Option {
 	}
 }
 
+// millisUTC formats a time to the millisecond in UTC.
+const millisUTC = "2006-01-02T15:04:05.000Z"
+
 // validate checks everything that does not depend on the rung.
 func (c *config) validate() error {
 	if len(c.errs) > 0 {
@@ -298,61 +298,4 @@ func (c *config) validate() error {
 	// the layout, and the clock against the epoch, before any I/O.
 	_, err = c.generator(0)
 	return err
-}
-
-// explicitWorkerID returns the fixed worker id of rung 1, if any.
-func (c *config) explicitWorkerID() (int64, bool, error) {
-	max := c.layout.MaxWorkerID()
-	if c.workerIDSet {
-		if c.workerID < 0 || c.workerID > max {
-			return 0, false, fmt.Errorf("%w: WithWorkerID(%d) is outside 0..%d", ErrInvalidWorkerID, c.workerID, max)
-		}
-		return c.workerID, true, nil
-	}
-	v := os.Getenv(EnvWorkerID)
-	if v == "" {
-		return 0, false, nil
-	}
-	id, err := strconv.ParseInt(v, 10, 64)
-	if err != nil {
-		return 0, false, fmt.Errorf("%w: %s=%q is not a decimal integer", ErrInvalidWorkerID, EnvWorkerID, v)
-	}
-	if id < 0 || id > max {
-		return 0, false, fmt.Errorf("%w: %s=%d is outside 0..%d", ErrInvalidWorkerID, EnvWorkerID, id, max)
-	}
-	return id, true, nil
-}
-
-// layoutTag is the layout and epoch as a slot stores them, for instance
-// "0/10/12 2024-01-01T00:00:00.000Z": services that share the tables must
-// agree on it.
-func (c *config) layoutTag() string {
-	return fmt.Sprintf("%d/%d/%d %s", c.layout.ClockSeqBits, c.layout.WorkerBits, c.layout.SequenceBits,
-		c.epoch.UTC().Format(millisUTC))
-}
-
-// millisUTC formats a time to the millisecond in UTC.
-const millisUTC = "2006-01-02T15:04:05.000Z"
-
-// build makes the Generator for a worker id, recording which rung of the
-// ladder produced it.
-func (c *config) build(workerID int64, source Source, instance string) (*Generator, error) {
-	g, err := c.generator(workerID)
-	if err != nil {
-		return nil, err
-	}
-	return &Generator{g: g, service: c.service, instance: instance, tw: tripwire{log: c.logger},
-		status: LeaseStatus{Source: source, WorkerID: workerID}}, nil
-}
-
-func (c *config) generator(workerID int64) (*snowflake.Generator, error) {
-	return snowflake.New(snowflake.Config{
-		Layout:     c.layout.internal(),
-		EpochMilli: c.epoch.UnixMilli(),
-		WorkerID:   workerID,
-		Clock:      c.clock,
-		Policy:     c.policy.internal(),
-		MaxLead:    c.maxLead,
-		StartSpan:  c.startSpan,
-	})
 }
