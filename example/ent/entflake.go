@@ -55,7 +55,7 @@ func (tx *Tx) NextID() (int64, error) {
 // configuration.
 func entflakeNextID(c *config) (int64, error) {
 	if c.entflake == nil {
-		return 0, fmt.Errorf("ent: %w: pass ent.IDGenerator(gen) to ent.NewClient, with gen from entflake.Open", entflake.ErrNoGenerator)
+		return 0, fmt.Errorf("ent: %w: pass ent.IDGenerator(gen) to ent.NewClient, with gen from entflake.Open (or entflake.New)", entflake.ErrNoGenerator)
 	}
 	return c.entflake.NextID()
 }

@@ -54,7 +54,7 @@ func (tx *Tx) NextID() (int64, error) {
 // configuration.
 func entflakeNextID(c *config) (int64, error) {
 	if c.entflake == nil {
-		return 0, fmt.Errorf("schemacfg: %w: pass schemacfg.IDGenerator(gen) to schemacfg.NewClient, with gen from entflake.Open", entflake.ErrNoGenerator)
+		return 0, fmt.Errorf("schemacfg: %w: pass schemacfg.IDGenerator(gen) to schemacfg.NewClient, with gen from entflake.Open (or entflake.New)", entflake.ErrNoGenerator)
 	}
 	return c.entflake.NextID()
 }
