@@ -59,6 +59,17 @@ var (
 	// ErrNoLease: WithRequireLease was given and no worker id could be
 	// leased or registered; the reason is in the chain.
 	ErrNoLease = errors.New("no worker lease")
+	// ErrDatabaseSetting: Open's lease met a database that answered and
+	// refused for a reason of its configuration, which a fallback would
+	// only hide: authentication or access denied, an unknown database or
+	// schema, an SQLite file that cannot be opened, or a DSN the driver
+	// cannot parse. The error names what to fix. Open retries such a
+	// refusal within the lease timeout (someone may be fixing it: a
+	// migration job creating the database, a grant on its way), except
+	// a DSN that can never work, which it returns at once. A database that
+	// does not answer at all is no such error: Open then takes the
+	// fallback (or fails with ErrNoLease under WithRequireLease).
+	ErrDatabaseSetting = errors.New("the database refuses the lease")
 	// ErrLeaseLost: in the chain of ErrFenced when another instance took
 	// the worker id, or its slot's row or table is gone.
 	ErrLeaseLost = lease.ErrLost

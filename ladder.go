@@ -15,6 +15,7 @@ import (
 	"entgo.io/ent/dialect"
 	entsql "entgo.io/ent/dialect/sql"
 
+	"github.com/entflake/entflake/internal/dberr"
 	"github.com/entflake/entflake/internal/lease"
 	"github.com/entflake/entflake/internal/snowflake"
 	"github.com/entflake/entflake/schema"
@@ -153,7 +154,7 @@ func openDB(ctx context.Context, db *sql.DB, dialectName string, opts []Option) 
 			g, err = c.openLifetime(ctx, leaseDB, leaseDialect, instance)
 		} else {
 			k := c.keeper(leaseDB, leaseDialect, instance, SourceLease)
-			g, err = c.openLease(ctx, k)
+			g, err = c.untilFixed(ctx, func(ctx context.Context) (*Generator, error) { return c.openLease(ctx, k) })
 			var fe *lease.FloorError
 			if errors.As(err, &fe) && ctx.Err() == nil {
 				// The database answered, and every free worker id's floor
@@ -164,7 +165,7 @@ func openDB(ctx context.Context, db *sql.DB, dialectName string, opts []Option) 
 				return c.startFenced(ctx, k, fe, err)
 			}
 		}
-		if err == nil || errIs(err, ErrClockSkew, ErrLayoutMismatch) {
+		if err == nil || errIs(err, ErrClockSkew, ErrLayoutMismatch, ErrDatabaseSetting) {
 			return g, err
 		}
 		if ctx.Err() != nil {
@@ -256,8 +257,8 @@ func (c *config) openExplicit(ctx context.Context, db *sql.DB, dialectName strin
 		// live. Its slot is taken over above its promise.
 		k.req.TakeOver = instancePrefix(c.service, pod)
 	}
-	g, err := c.openLease(ctx, k)
-	if err == nil || errIs(err, ErrClockSkew, ErrLayoutMismatch, ErrWorkerHeld) {
+	g, err := c.untilFixed(ctx, func(ctx context.Context) (*Generator, error) { return c.openLease(ctx, k) })
+	if err == nil || errIs(err, ErrClockSkew, ErrLayoutMismatch, ErrWorkerHeld, ErrDatabaseSetting) {
 		return g, err
 	}
 	if ctx.Err() != nil {
@@ -297,6 +298,57 @@ func (c *config) openExplicit(ctx context.Context, db *sql.DB, dialectName strin
 			slog.String("risk", "another live instance with the same worker id would go unnoticed until registration succeeds"))...)
 	k.start()
 	return g, nil
+}
+
+// untilFixed runs open, a lease at Open, and reads its error
+// (dberr.Classify). A transient one (the database does not answer, or is
+// busy) is returned as it is, for the fallback. A refusal that a setting
+// causes (a wrong password, a missing grant, an unknown database) is
+// retried within the lease timeout, since someone may be fixing it as Open
+// runs, and then returned as ErrDatabaseSetting, naming what to fix; one
+// that can never work (a DSN the driver cannot parse) is returned so at
+// once. Renewals never come here: they retry every error.
+func (c *config) untilFixed(ctx context.Context, open func(context.Context) (*Generator, error)) (*Generator, error) {
+	dctx, cancel := context.WithTimeout(ctx, c.leaseTimeout)
+	defer cancel()
+	var (
+		refused error // the latest refusal for a setting
+		fix     string
+		wait    = 50 * time.Millisecond
+	)
+	for {
+		g, err := open(dctx)
+		if err == nil {
+			return g, nil
+		}
+		class, f := dberr.Classify(err)
+		switch {
+		case class == dberr.Unusable:
+			return nil, fmt.Errorf("%w: %s: %w", ErrDatabaseSetting, f, err)
+		case class == dberr.Setting:
+			refused, fix = err, f
+		case refused == nil || ctx.Err() != nil:
+			return nil, err
+		}
+		if refused != nil && dctx.Err() != nil {
+			// The timeout ended a try that followed a refusal: the refusal
+			// is the answer.
+			return nil, fmt.Errorf("%w: %s: %w", ErrDatabaseSetting, fix, refused)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-dctx.Done():
+			t.Stop()
+		case <-t.C:
+		}
+		if dctx.Err() != nil {
+			if ctx.Err() != nil {
+				return nil, err
+			}
+			return nil, fmt.Errorf("%w: %s: %w", ErrDatabaseSetting, fix, refused)
+		}
+		wait = min(2*wait, time.Second)
+	}
 }
 
 // startFenced starts a generator whose worker id has a known floor ahead of

@@ -81,3 +81,98 @@ func chain(err error) []error {
 	walk(err)
 	return out
 }
+
+// Class is how the lease at Open treats an error: a network that is down
+// is a reason to start on the fallback, a setting that is wrong is not.
+// Renewals never classify: every error of theirs is retried.
+type Class int
+
+const (
+	// Transient: the database may answer the next try as it is (a dial
+	// error, a restart, a failover, too many connections, a lock): Open
+	// takes the fallback.
+	Transient Class = iota
+	// Setting: the database answered, and refused for a reason someone
+	// may fix in seconds (a migration job that creates the database, a
+	// grant on its way, a password rotated in the wrong order): Open
+	// retries within the lease timeout, then returns the error.
+	Setting
+	// Unusable: a configuration that can never work (a DSN the driver
+	// cannot parse, an authentication method the driver lacks): Open
+	// returns the error at once.
+	Unusable
+)
+
+// SQLite's primary result codes that a setting causes (the extended code's
+// low byte): SQLITE_PERM, SQLITE_READONLY, SQLITE_CANTOPEN, SQLITE_NOTADB.
+const (
+	sqlitePerm     = 3
+	sqliteReadOnly = 8
+	sqliteCantOpen = 14
+	sqliteNotADB   = 26
+)
+
+// Classify returns the class of an error of the lease at Open and, for
+// Setting and Unusable, what to fix. The table, by database:
+//
+//   - Unusable: pgx's *pgconn.ParseConfigError (a DSN it cannot parse; a
+//     MySQL DSN fails at sql.Open already); go-sql-driver's ErrUnknownPlugin
+//     and ErrCleartextPassword (read by their text, as the driver is not
+//     linked), MySQL 1251 (the server wants a protocol the client lacks).
+//   - Setting: MySQL 1045 and 1698 (authentication), 1044, 1142 and 1227
+//     (access to the database, a table, a privilege), 1130 (host not
+//     allowed), 1049 (unknown database); PostgreSQL 28P01 (password),
+//     28000 (role or pg_hba.conf), 42501 (privilege), 3D000 (database),
+//     3F000 (schema); SQLite CANTOPEN, READONLY, PERM, NOTADB.
+//   - Transient: everything else, among it dial errors, driver.ErrBadConn,
+//     too many connections (1040, 53300), shutdown and failover (1053,
+//     1290, 1836, 1792, 57P01-57P03, 08xxx, 25006), lock and conflict codes,
+//     SQLITE_BUSY, LOCKED, IOERR. A pgconn.ConnectError is classified by
+//     the error it wraps.
+func Classify(err error) (Class, string) {
+	if err == nil {
+		return Transient, ""
+	}
+	for _, x := range chain(err) {
+		if t := reflect.TypeOf(x); t != nil && strings.HasSuffix(t.String(), ".ParseConfigError") {
+			return Unusable, "the PostgreSQL DSN cannot be parsed: fix the connection string"
+		}
+	}
+	text := err.Error()
+	switch {
+	case strings.Contains(text, "this authentication plugin is not supported"):
+		return Unusable, "the server asks for an authentication plugin go-sql-driver/mysql lacks: change the user's plugin"
+	case strings.Contains(text, "this user requires clear text authentication"):
+		return Unusable, "the user needs clear-text authentication: set allowCleartextPasswords=true in the DSN (over TLS), or change the user's plugin"
+	}
+	e, ok := Read(err)
+	if !ok {
+		return Transient, ""
+	}
+	const grants = "grant the user SELECT, INSERT and UPDATE on sys_sequence and sys_sequence_slot (and CREATE, to make them)"
+	switch {
+	case e.MySQL == 1251:
+		return Unusable, "the server wants an authentication protocol the client lacks: change the user's plugin"
+	case e.MySQL == 1045 || e.MySQL == 1698 || e.PG == "28P01":
+		return Setting, "authentication failed: check the DSN's user and password"
+	case e.PG == "28000":
+		return Setting, "the role cannot log in (it does not exist, or pg_hba.conf refuses it): check the DSN's user"
+	case e.MySQL == 1130:
+		return Setting, "this host may not connect as that user: allow the user's host"
+	case e.MySQL == 1044 || e.MySQL == 1142 || e.MySQL == 1227 || e.PG == "42501":
+		return Setting, "access denied: " + grants
+	case e.MySQL == 1049 || e.PG == "3D000":
+		return Setting, "the database does not exist: create it, or fix the DSN's database name"
+	case e.PG == "3F000":
+		return Setting, "the schema does not exist: create it, or fix the search_path"
+	}
+	switch e.SQLite & 0xff {
+	case sqliteCantOpen:
+		return Setting, "the SQLite file cannot be opened: check its path, and that its directory exists and is writable"
+	case sqliteReadOnly, sqlitePerm:
+		return Setting, "the SQLite file is read-only to this process: check its permissions"
+	case sqliteNotADB:
+		return Setting, "the file is not an SQLite database: check the path"
+	}
+	return Transient, ""
+}
