@@ -85,6 +85,13 @@ func Open(ctx context.Context, drv dialect.Driver, opts ...Option) (*Generator, 
 //     database, the generator keeps trying to lease in the background and
 //     switches to a leased worker id when it gets one.
 //
+// A database that answers but refuses for a reason of its configuration
+// (authentication or access denied, an unknown database or schema, an
+// SQLite file that cannot be opened) is no reason for either fallback (the
+// hash, or a fixed id unregistered): Open retries within the lease timeout,
+// in case someone is fixing it, and then fails with ErrDatabaseSetting,
+// naming what to fix; a DSN the driver cannot parse fails at once.
+//
 // The fallback keeps start-up alive but coordinates with nobody: two
 // instances in fallback share a worker id with probability 1 in 1024
 // (default layout), about 38 of them give even odds that some two do (the
