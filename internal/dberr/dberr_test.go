@@ -48,3 +48,59 @@ func TestRead(t *testing.T) {
 		assert.False(t, ok, "%v", err)
 	}
 }
+
+// TestClassify: the table of Classify, with the drivers' own error types
+// (the real servers' errors are in the root package's TestSettingErrors,
+// where PostgreSQL's refusals at connect come as a pgconn.ConnectError
+// around the server's error): every code of the table in its class,
+// go-sql-driver's plugin errors by their text, and errors that are no
+// setting (network, busy, conflicts, too many connections) transient.
+func TestClassify(t *testing.T) {
+	my := func(n uint16) error { return fmt.Errorf("lease: %w", &mysql.MySQLError{Number: n, Message: "m"}) }
+	pg := func(code string) error {
+		return fmt.Errorf("lease: %w", &pgconn.PgError{Severity: "FATAL", Code: code, Message: "m"})
+	}
+	_, parseErr := pgconn.ParseConfig("postgres://h/db?sslmode=bogus")
+	require.Error(t, parseErr)
+	for name, c := range map[string]struct {
+		err  error
+		want Class
+		fix  string
+	}{
+		"pgx parse":      {fmt.Errorf("connect: %w", parseErr), Unusable, "cannot be parsed"},
+		"unknown plugin": {fmt.Errorf("x: %w", mysql.ErrUnknownPlugin), Unusable, "plugin"},
+		"cleartext":      {fmt.Errorf("x: %w", mysql.ErrCleartextPassword), Unusable, "allowCleartextPasswords"},
+		"1251":           {my(1251), Unusable, "protocol"},
+		"1045":           {my(1045), Setting, "authentication failed"},
+		"1698":           {my(1698), Setting, "authentication failed"},
+		"1044":           {my(1044), Setting, "access denied"},
+		"1142":           {my(1142), Setting, "access denied"},
+		"1227":           {my(1227), Setting, "access denied"},
+		"1130":           {my(1130), Setting, "host"},
+		"1049":           {my(1049), Setting, "does not exist"},
+		"28P01":          {pg("28P01"), Setting, "authentication failed"},
+		"28000":          {pg("28000"), Setting, "role"},
+		"42501":          {pg("42501"), Setting, "access denied"},
+		"3D000":          {pg("3D000"), Setting, "database does not exist"},
+		"3F000":          {pg("3F000"), Setting, "schema does not exist"},
+		"1040":           {my(1040), Transient, ""},
+		"1213":           {my(1213), Transient, ""},
+		"1053":           {my(1053), Transient, ""},
+		"53300":          {pg("53300"), Transient, ""},
+		"57P01":          {pg("57P01"), Transient, ""},
+		"40001":          {pg("40001"), Transient, ""},
+		"08006":          {pg("08006"), Transient, ""},
+		"bad conn":       {fmt.Errorf("x: %w", errors.New("driver: bad connection")), Transient, ""},
+		"nil":            {nil, Transient, ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, fix := Classify(c.err)
+			assert.Equal(t, c.want, got)
+			if c.fix != "" {
+				assert.Contains(t, fix, c.fix)
+			} else {
+				assert.Empty(t, fix)
+			}
+		})
+	}
+}
