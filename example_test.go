@@ -131,3 +131,22 @@ func ExampleClampRollback() {
 	// 09:00:00.000 1
 	// refused: clock moved backwards by 1050ms, beyond the clamp fuse of 100ms
 }
+
+// A readiness probe: Check is nil while NextID would issue, and says why
+// not otherwise. With FailUncoordinated it also fails on a worker id
+// coordinated with nobody (a fallback hash, an unregistered fixed id).
+func ExampleGenerator_Check() {
+	gen, err := entflake.New(5)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(gen.Check(entflake.FailUncoordinated()))
+	_ = gen.Close()
+	err = gen.Check()
+	fmt.Println(errors.Is(err, entflake.ErrClosed))
+	fmt.Println(err)
+	// Output:
+	// <nil>
+	// true
+	// entflake: not ready (lease released): entflake: NextID: generator closed
+}

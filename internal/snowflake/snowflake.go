@@ -456,6 +456,28 @@ func (g *Generator) NextID() (int64, error) {
 	}
 }
 
+// Ready reports, without issuing, what NextID would fail with now: the
+// stop's error, ErrFenced past the limit, ErrClockBeforeEpoch,
+// ErrTimeOverflow; nil when it would issue. A wait for the clock, or a
+// clock behind the last ID that the rollback policy may absorb, is no
+// error here: NextID decides those as it issues.
+func (g *Generator) Ready() error {
+	old := g.state.Load()
+	now, err := g.millis()
+	if err != nil {
+		return err
+	}
+	switch _, _, out := g.next(old, now); out {
+	case stopped:
+		return *g.stopErr.Load()
+	case fenced:
+		return g.fencedError(old, now)
+	case overflow:
+		return ErrTimeOverflow
+	}
+	return nil
+}
+
 // NextIDs fills ids with new IDs, as many calls of NextID would, in
 // increasing order. It claims a run of a millisecond's sequence numbers with
 // one clock read and one compare-and-swap, so a long slice costs little more

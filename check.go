@@ -1,0 +1,63 @@
+package entflake
+
+import (
+	"fmt"
+)
+
+// CheckOption adds a condition to Generator.Check.
+type CheckOption func(*checkOptions)
+
+type checkOptions struct{ coordinated bool }
+
+// FailUncoordinated makes Check fail, with ErrNoLease, while the worker id
+// is coordinated with nobody: a fallback hash (SourceFallback; with a
+// database, LeaseFallback until the background lease switches to a leased
+// id) or a fixed worker id not yet registered in its slot
+// (LeaseUnregistered). A fixed worker id without a database (New, or no
+// database given) is the caller's choice, and passes. The generator issues IDs
+// then, which may repeat another instance's; a readiness probe that would
+// rather keep such an instance out of service passes this option.
+func FailUncoordinated() CheckOption { return func(o *checkOptions) { o.coordinated = true } }
+
+// Check is a health check for a readiness probe: nil while NextID would
+// issue an ID now, and otherwise an error that says why not (NextID's own,
+// without issuing one):
+//
+//   - ErrFenced: renewals failed until the clock reached the promise
+//     (LeaseFenced), the slot was taken over or its row is gone
+//     (ErrLeaseLost in the chain, LeaseLost), the tripwire saw another
+//     instance issue under the worker id (ErrWorkerCollision), or the
+//     generator waits for the clock to pass its worker id's floor;
+//   - ErrClosed: Close was called;
+//   - ErrClockBeforeEpoch, ErrTimeOverflow: the clock is outside what the
+//     layout and epoch can hold.
+//
+// With FailUncoordinated it also fails while the worker id is coordinated
+// with nobody. A generator that waits for its clock (a burst, a small
+// rollback the policy waits out) is ready: NextID returns once the clock
+// moves on. Check touches no database and takes no lock: call it as often
+// as a probe does. It is a readiness check; a liveness probe must not
+// depend on it (a lease lost during an outage comes back on its own, and a
+// restart would only add a start-up to the outage).
+func (g *Generator) Check(opts ...CheckOption) error {
+	var o checkOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if err := g.g.Ready(); err != nil {
+		return fmt.Errorf("entflake: not ready (lease %s): %w", g.Lease().State, err)
+	}
+	if !o.coordinated {
+		return nil
+	}
+	st := g.Lease()
+	if st.State != LeaseFallback && st.State != LeaseUnregistered && g.Source() != SourceFallback {
+		return nil
+	}
+	reason := ""
+	if st.Err != nil {
+		reason = ": " + st.Err.Error()
+	}
+	return fmt.Errorf("entflake: not ready: %w: worker id %d (%s, lease %s) is coordinated with nobody%s",
+		ErrNoLease, g.WorkerID(), g.Source(), st.State, reason)
+}
