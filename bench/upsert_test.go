@@ -103,19 +103,7 @@ func BenchmarkUpsert(b *testing.B) {
 				}},
 			} {
 				b.Run(c.name, func(b *testing.B) {
-					spent := make([]time.Duration, len(c.kinds))
-					round := 0
-					for b.Loop() {
-						for j := range c.kinds {
-							k := (round + j) % len(c.kinds)
-							t0 := time.Now()
-							if err := c.kinds[k](); err != nil {
-								b.Fatal(err)
-							}
-							spent[k] += time.Since(t0)
-						}
-						round++
-					}
+					spent := inTurn(b, c.kinds)
 					per := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / float64(b.N) }
 					b.ReportMetric(per(spent[0]), "autoincrement-ns/stmt")
 					b.ReportMetric(per(spent[1]), "snowflake-ns/stmt")

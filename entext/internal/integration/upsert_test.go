@@ -334,6 +334,27 @@ func (e *edgesEnv) matrixCell(t *testing.T, b dbtest.Backend, op string, res *re
 	}
 }
 
+// petUpsert is what a single and a bulk upsert of pets share.
+type petUpsert[U any] interface {
+	UpdateNewValues() U
+	Ignore() U
+	DoNothing() U
+	Update(func(*edges.PetUpsert)) U
+}
+
+// resolvePet gives a pet upsert the resolution named r.
+func resolvePet[U petUpsert[U]](u U, r string) U {
+	switch r {
+	case "UpdateNewValues":
+		return u.UpdateNewValues()
+	case "Ignore":
+		return u.Ignore()
+	case "DoNothing":
+		return u.DoNothing()
+	}
+	return u.Update(func(p *edges.PetUpsert) { p.UpdateOwnerID() })
+}
+
 // TestUpsertEdgeField: an upsert of a pet that sets its owner through the
 // edge field (a column of the pet's own row), single and bulk, with each
 // resolution, on the insert and the update path: the id reported and the
@@ -360,31 +381,9 @@ func TestUpsertEdgeField(t *testing.T) {
 							err      error
 						)
 						if bulk {
-							u := e.Pet.CreateBulk(c).OnConflictColumns("name")
-							switch r {
-							case "UpdateNewValues":
-								u.UpdateNewValues()
-							case "Ignore":
-								u.Ignore()
-							case "DoNothing":
-								u.DoNothing()
-							case "Update":
-								u.Update(func(p *edges.PetUpsert) { p.UpdateOwnerID() })
-							}
-							err = u.Exec(ctx)
+							err = resolvePet(e.Pet.CreateBulk(c).OnConflictColumns("name"), r).Exec(ctx)
 						} else {
-							u := c.OnConflictColumns("name")
-							switch r {
-							case "UpdateNewValues":
-								u.UpdateNewValues()
-							case "Ignore":
-								u.Ignore()
-							case "DoNothing":
-								u.DoNothing()
-							case "Update":
-								u.Update(func(p *edges.PetUpsert) { p.UpdateOwnerID() })
-							}
-							reported, err = u.ID(ctx)
+							reported, err = resolvePet(c.OnConflictColumns("name"), r).ID(ctx)
 						}
 						stored, found := e.scalar(t, "SELECT id FROM pets WHERE name = ?", name)
 						require.True(t, found)
