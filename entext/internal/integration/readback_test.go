@@ -39,10 +39,10 @@ var hostile = map[string]ent.Interceptor{
 // TestUpsertIDPastInterceptors: UpsertOne.ID reports the stored row's id,
 // with a nil error, for an upsert that inserts and for one that updates the
 // existing row, outside and inside a transaction, whatever query
-// interceptors the client has. On MySQL an upsert that inserts has its id
-// confirmed by a read-back (no RETURNING there): that query is a plain
-// primary-key query on the mutation's driver, which in a transaction sees
-// the transaction's own uncommitted row.
+// interceptors the client has: no query of the client's runs (on MySQL
+// the id comes back in the OK packet, through LAST_INSERT_ID; elsewhere
+// through RETURNING), so no row filter or deny-all policy can hide the row
+// or fail an upsert that was written.
 func TestUpsertIDPastInterceptors(t *testing.T) {
 	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
 		db, drv, g := lease(t, b)
