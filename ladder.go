@@ -28,26 +28,36 @@ import (
 // *entsql.Driver (a typed nil, as entsql.Open returns with its error) is
 // an error: ErrInvalidOption. See OpenDB.
 func Open(ctx context.Context, drv dialect.Driver, opts ...Option) (*Generator, error) {
+	db, d, err := sqlDB(drv)
+	if err != nil {
+		return nil, fmt.Errorf("entflake.Open: %w", err)
+	}
+	return OpenDB(ctx, db, d, opts...)
+}
+
+// sqlDB returns the *sql.DB and the dialect behind an ent driver: nil and
+// "" for a nil driver (no database).
+func sqlDB(drv dialect.Driver) (*sql.DB, string, error) {
 	if drv == nil {
-		return OpenDB(ctx, nil, "", opts...)
+		return nil, "", nil
 	}
 	if d, ok := drv.(*dialect.DebugDriver); ok {
-		return Open(ctx, d.Driver, opts...)
+		return sqlDB(d.Driver)
 	}
 	d, ok := drv.(*entsql.Driver)
 	if !ok {
-		return nil, fmt.Errorf("entflake.Open: %w: a %T does not expose its *sql.DB; use OpenDB", ErrInvalidOption, drv)
+		return nil, "", fmt.Errorf("%w: a %T does not expose its *sql.DB; use OpenDB", ErrInvalidOption, drv)
 	}
 	if d == nil {
 		// A typed nil, as from ignoring entsql.Open's error: a
 		// configuration that can never work, not a missing database.
-		return nil, fmt.Errorf("entflake.Open: %w: the driver is a nil *entsql.Driver (did entsql.Open fail?)", ErrInvalidOption)
+		return nil, "", fmt.Errorf("%w: the driver is a nil *entsql.Driver (did entsql.Open fail?)", ErrInvalidOption)
 	}
 	db, ok := d.ExecQuerier.(*sql.DB)
 	if !ok {
-		return nil, fmt.Errorf("entflake.Open: %w: the driver runs on a %T, not a *sql.DB; use OpenDB", ErrInvalidOption, d.ExecQuerier)
+		return nil, "", fmt.Errorf("%w: the driver runs on a %T, not a *sql.DB; use OpenDB", ErrInvalidOption, d.ExecQuerier)
 	}
-	return OpenDB(ctx, db, d.Dialect(), opts...)
+	return db, d.Dialect(), nil
 }
 
 // OpenDB returns a generator whose worker id comes from the first rung of

@@ -41,7 +41,8 @@ func readmeFiles(t *testing.T) []readmeFile {
 // project" shows, file for file, as a module of its own: it generates the
 // ent code with go generate, runs the project's test (enttest with a
 // generator and no database), and runs the program on MariaDB, PostgreSQL
-// and SQLite with each dialect's openDriver. A README that drifts from the
+// and SQLite with each dialect's openDriver, and then eight copies of it at
+// once on a fresh database of each. A README that drifts from the
 // library (a renamed option, a driver name that does not register, a
 // missing feature flag) fails here.
 func TestReadmeProject(t *testing.T) {
@@ -142,6 +143,38 @@ func TestReadmeProject(t *testing.T) {
 					assert.Contains(t, logs, "INSERT INTO", "dialect.Debug logs the statements")
 				}
 			}
+
+			// Eight copies at once on a fresh database: entflake.Migrate makes
+			// ent's migrations take turns, and each copy leases its own worker id.
+			fresh := dsns[d](t)
+			bin := filepath.Join(t.TempDir(), "app")
+			goCmd(nil, "build", "-o", bin, ".")
+			type run struct {
+				logs string
+				err  error
+			}
+			runs := make(chan run, 8)
+			for range 8 {
+				go func() {
+					cmd := exec.Command(bin)
+					cmd.Env = append(os.Environ(), "DATABASE_DSN="+fresh)
+					var stderr bytes.Buffer
+					cmd.Stderr = &stderr
+					err := cmd.Run()
+					runs <- run{stderr.String(), err}
+				}()
+			}
+			workers := map[string]bool{}
+			for range 8 {
+				r := <-runs
+				require.NoError(t, r.err, "a copy failed:\n%s", r.logs)
+				m := created.FindStringSubmatch(r.logs)
+				require.NotNil(t, m, "a copy's log:\n%s", r.logs)
+				assert.NotContains(t, r.logs, "level=WARN")
+				assert.NotContains(t, r.logs, "level=ERROR")
+				workers[m[2]] = true
+			}
+			assert.Len(t, workers, 8, "eight worker ids: each copy leased its own")
 		})
 	}
 }

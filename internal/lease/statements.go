@@ -30,6 +30,10 @@ import (
 // sqlText is the text of every statement for one dialect. Fields named like
 // a format take the arguments listed beside them.
 type sqlText struct {
+	// migrateLock and migrateUnlock take and give back the lock that
+	// Migrate holds around an application's migration (see migrate.go),
+	// on one pinned connection; empty where no lock is needed (SQLite).
+	migrateLock, migrateUnlock string
 	// exists: one bound table name; COUNT of that table, or (PostgreSQL) a
 	// bool. Looking first lets a user without CREATE privilege lease from
 	// existing tables: MariaDB and PostgreSQL refuse CREATE TABLE IF NOT
@@ -327,6 +331,17 @@ var mysqlText = func() sqlText {
 		// which a user allowed to lease has. DATABASE() is the DSN's database.
 		exists: "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?",
 		seed:   seed(dialect.MySQL),
+		// GET_LOCK names are the server's, not a database's: the name carries
+		// DATABASE(), so that applications on other databases of the server
+		// do not wait for each other. The timeout is a year (MariaDB 10.11
+		// answers NULL to a negative one, which MySQL takes as for ever): the
+		// caller's context bounds the wait, and ending it closes the
+		// connection, which frees a lock it held. 1 is
+		// "got it"; the lock is the session's, freed when the connection
+		// closes too. TiDB answers some callers 1105 "pessimistic lock retry
+		// limit reached" under contention instead of waiting (Migrate retries).
+		migrateLock:   "SELECT GET_LOCK(CONCAT('entflake_migrate:', DATABASE()), 31536000)",
+		migrateUnlock: "SELECT RELEASE_LOCK(CONCAT('entflake_migrate:', DATABASE()))",
 		// LAST_INSERT_ID(expr) returns expr and stores it in the session; the
 		// server also sends it in the statement's OK packet, where
 		// go-sql-driver's Result.LastInsertId reads it: one round trip, no
@@ -398,6 +413,13 @@ var pgText = func() sqlText {
 		// failing, for a table that is not there; it needs no privilege on it.
 		exists: "SELECT to_regclass($1) IS NOT NULL",
 		seed:   seed(dialect.Postgres),
+		// Advisory locks are the database's: one fixed key ("entflmig" as 8
+		// bytes, not pgCreateLock's, which the lease takes to create its
+		// tables and a migration may wait for) serves every application of
+		// the database. The session's, freed by pg_advisory_unlock or when
+		// the connection closes; pgx cancels the wait when the context ends.
+		migrateLock:   "SELECT 1 FROM pg_advisory_lock(7308907228523489639)",
+		migrateUnlock: "SELECT CASE WHEN pg_advisory_unlock(7308907228523489639) THEN 1 ELSE 0 END",
 		// The row lock serialises starters; RETURNING hands back the new value.
 		// Run on its own it commits at once; under a REPEATABLE READ or
 		// SERIALIZABLE default a concurrent starter's update makes it fail with

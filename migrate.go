@@ -1,0 +1,42 @@
+package entflake
+
+import (
+	"context"
+	"fmt"
+
+	"entgo.io/ent/dialect"
+
+	"github.com/entflake/entflake/internal/lease"
+)
+
+// Migrate runs migrate, typically the ent client's Schema.Create, while
+// every other Migrate on the same database waits, so that several copies of
+// an application that start at once on a fresh database take turns: ent's
+// migration takes no lock, and on MySQL (its DDL is not transactional) and
+// PostgreSQL two copies that create the same table at once fail ("Table
+// already exists", 1050; 42P07). drv is the driver Open takes (an
+// *entsql.Driver, or one that dialect.Debug wraps).
+//
+// The lock is the database's: GET_LOCK on MySQL, MariaDB and TiDB (named
+// after the database, so that other databases of the server do not wait),
+// a session advisory lock on PostgreSQL; SQLite lets one writer in at a
+// time already, and migrate runs as it is. It is held on one connection of
+// the pool while migrate runs (which takes others), and given back when it
+// returns; ctx bounds the wait for it.
+//
+//	err := entflake.Migrate(ctx, drv, func(ctx context.Context) error {
+//		return client.Schema.Create(ctx)
+//	})
+func Migrate(ctx context.Context, drv dialect.Driver, migrate func(context.Context) error) error {
+	if migrate == nil {
+		return fmt.Errorf("entflake: Migrate: %w: nil migration", ErrInvalidOption)
+	}
+	db, d, err := sqlDB(drv)
+	if err != nil {
+		return fmt.Errorf("entflake: Migrate: %w", err)
+	}
+	if db == nil {
+		return fmt.Errorf("entflake: Migrate: %w: no database", ErrInvalidOption)
+	}
+	return lease.Migrate(ctx, db, d, migrate)
+}

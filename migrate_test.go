@@ -1,0 +1,60 @@
+package entflake
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"entgo.io/ent/dialect"
+	entsql "entgo.io/ent/dialect/sql"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/entflake/entflake/internal/dbtest"
+)
+
+// TestMigrateTakesTurns: eight copies, each with a pool of its own (as
+// eight processes), run Migrate at once on one database: on MySQL and
+// PostgreSQL no two migrations overlap, and every one runs; the lock is
+// given back (a ninth Migrate does not wait). SQLite runs them as they are
+// (one writer at a time is SQLite's own rule).
+func TestMigrateTakesTurns(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		db := b.Fresh(t)
+		var inside, most, ran atomic.Int64
+		var wg sync.WaitGroup
+		errs := make(chan error, 8)
+		for range 8 {
+			pool := db.Open(t)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs <- Migrate(context.Background(), entsql.OpenDB(b.Dialect, pool), func(context.Context) error {
+					n := inside.Add(1)
+					for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+					}
+					time.Sleep(20 * time.Millisecond)
+					inside.Add(-1)
+					ran.Add(1)
+					return nil
+				})
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			require.NoError(t, err)
+		}
+		assert.Equal(t, int64(8), ran.Load())
+		if b.Dialect != dialect.SQLite {
+			assert.Equal(t, int64(1), most.Load(), "no two migrations at once")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		require.NoError(t, Migrate(ctx, dialect.Debug(entsql.OpenDB(b.Dialect, db.DB)), func(context.Context) error { return nil }),
+			"the lock was given back")
+	})
+	require.ErrorIs(t, Migrate(context.Background(), nil, func(context.Context) error { return nil }), ErrInvalidOption)
+}
