@@ -21,14 +21,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"os"
-	"strings"
-	"time"
 
 	"entgo.io/ent/dialect"
 	entsql "entgo.io/ent/dialect/sql"
-	"github.com/go-sql-driver/mysql"   // registers "mysql"
+	_ "github.com/go-sql-driver/mysql" // registers "mysql"
 	_ "github.com/jackc/pgx/v5/stdlib" // "pgx"
 	_ "modernc.org/sqlite"             // "sqlite", pure Go
 
@@ -75,7 +72,8 @@ func run(ctx context.Context, w io.Writer, logger *slog.Logger, driverName, dsn,
 	}()
 	client := ent.NewClient(ent.Driver(drv), ent.IDGenerator(gen))
 
-	if err := migrate(ctx, db, dialectName, client); err != nil {
+	// Copies that start at once take turns: ent's migration takes no lock.
+	if err := entflake.Migrate(ctx, drv, func(ctx context.Context) error { return client.Schema.Create(ctx) }); err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	fmt.Fprintf(w, "worker id %d from the %s rung (service %q, %s)\n", gen.WorkerID(), gen.Source(), service, dialectName)
@@ -154,72 +152,6 @@ func openDB(driverName, dsn string) (*sql.DB, string, error) {
 		return db, dialect.Postgres, err
 	}
 	return nil, "", fmt.Errorf("-driver %q: want sqlite, mysql or postgres", driverName)
-}
-
-// migrateLock names the database lock held around the migration.
-const (
-	migrateLock   = "entflake_example_migrate"
-	migrateLockPG = 7308907228522703718 // any fixed number shared by all copies
-)
-
-// migrate creates or updates the tables, sys_sequence among them. ent's
-// migration takes no lock of its own, and several copies of a service may
-// start at once, so the copies take turns behind a database lock (SQLite
-// already lets one writer in at a time).
-func migrate(ctx context.Context, db *sql.DB, dialectName string, client *ent.Client) error {
-	var lock, unlock string
-	var args []any
-	switch dialectName {
-	case dialect.MySQL:
-		lock, unlock, args = "SELECT GET_LOCK(?, 60)", "SELECT RELEASE_LOCK(?)", []any{migrateLock}
-	case dialect.Postgres:
-		lock, unlock, args = "SELECT 1 FROM pg_advisory_lock($1)", "SELECT pg_advisory_unlock($1)", []any{int64(migrateLockPG)}
-	default:
-		return client.Schema.Create(ctx)
-	}
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	got, err := takeLock(ctx, conn, lock, args)
-	if err != nil {
-		return err
-	}
-	if got.Int64 != 1 {
-		return errors.New("timed out waiting for the migration lock")
-	}
-	defer func() {
-		var released any
-		_ = conn.QueryRowContext(context.WithoutCancel(ctx), unlock, args...).Scan(&released)
-	}()
-	return client.Schema.Create(ctx)
-}
-
-// lockWait bounds the wait for the migration lock, as GET_LOCK's timeout.
-const lockWait = 60 * time.Second
-
-// takeLock runs the lock statement. TiDB implements GET_LOCK with
-// pessimistic locks on a table of its own, and under contention (16 copies
-// at once) answers some callers "Error 1105: pessimistic lock retry limit
-// reached" instead of waiting: that answer is tried again, up to lockWait
-// in all. MariaDB and MySQL wait inside GET_LOCK.
-func takeLock(ctx context.Context, conn *sql.Conn, lock string, args []any) (sql.NullInt64, error) {
-	var got sql.NullInt64
-	deadline := time.Now().Add(lockWait)
-	for {
-		err := conn.QueryRowContext(ctx, lock, args...).Scan(&got)
-		var my *mysql.MySQLError
-		if err == nil || !errors.As(err, &my) || my.Number != 1105 ||
-			!strings.Contains(my.Message, "pessimistic lock retry limit reached") || time.Now().After(deadline) {
-			return got, err
-		}
-		select {
-		case <-ctx.Done():
-			return got, ctx.Err()
-		case <-time.After(time.Duration(10+rand.IntN(40)) * time.Millisecond):
-		}
-	}
 }
 
 // assigned is an id and what it was given to.
