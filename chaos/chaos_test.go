@@ -188,7 +188,7 @@ func (rep *report) merge(o *report) {
 	}
 }
 
-// An exclusion is a fault whose duplicates the README states as outside
+// An exclusion is a fault whose duplicates docs/guarantees.md states as outside
 // the guarantee. Each runs in a round of its own, whose duplicates are
 // reported as exclusions: never a pass, never a failure.
 type exclusion struct {

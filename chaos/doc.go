@@ -110,7 +110,7 @@
 //
 // # Exclusions
 //
-// Faults whose duplicates the README states as outside the guarantee (both
+// Faults whose duplicates docs/guarantees.md states as outside the guarantee (both
 // tables wiped; a fixed worker id set twice while the database is
 // unreachable for one of them) are never drawn by the nemesis.
 // TestExclusions runs each in a round of its own and reports its

@@ -19,7 +19,7 @@
 //     once per statement, which tells a duplicate primary key on one of the
 //     generator's own IDs from every other error;
 //   - for upserts, a conflict clause that keeps the primary key of the row
-//     being updated (see README: the ResolveWithNewValues trap); on MySQL
+//     being updated (see docs/ent.md: the ResolveWithNewValues trap); on MySQL
 //     it inserts the id as LAST_INSERT_ID(id) and updates with
 //     LAST_INSERT_ID(id), so edges, hooks and the entity get the stored id,
 //     and refuses to update a row that holds an id the hook generated; a

@@ -25,14 +25,17 @@ type readmeFile struct {
 
 var fileMark = regexp.MustCompile("(?m)^<!-- file: (\\S+)(?: dialect=(\\S+))? -->\n```go\n((?s:.*?))```\n")
 
-// readmeFiles reads the marked files of the README at the module root.
+// readmeFiles reads the marked files of the README at the module root,
+// and of docs/ent.md (the project's test).
 func readmeFiles(t *testing.T) []readmeFile {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "README.md"))
-	require.NoError(t, err)
 	var files []readmeFile
-	for _, m := range fileMark.FindAllStringSubmatch(string(b), -1) {
-		files = append(files, readmeFile{path: m[1], dialect: m[2], text: m[3]})
+	for _, doc := range []string{"README.md", filepath.Join("docs", "ent.md")} {
+		b, err := os.ReadFile(filepath.Join("..", doc))
+		require.NoError(t, err)
+		for _, m := range fileMark.FindAllStringSubmatch(string(b), -1) {
+			files = append(files, readmeFile{path: m[1], dialect: m[2], text: m[3]})
+		}
 	}
 	return files
 }
@@ -53,7 +56,7 @@ func TestReadmeProject(t *testing.T) {
 			dialects[f.dialect] = true
 		}
 	}
-	require.GreaterOrEqual(t, len(files), 7, "the README's marked files")
+	require.GreaterOrEqual(t, len(files), 8, "the README's marked files, and the test's")
 	require.Equal(t, map[string]bool{"mysql": true, "postgres": true, "sqlite3": true}, dialects)
 
 	root, err := filepath.Abs("..")
