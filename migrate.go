@@ -19,10 +19,12 @@ import (
 //
 // The lock is the database's: GET_LOCK on MySQL, MariaDB and TiDB (named
 // after the database, so that other databases of the server do not wait),
-// a session advisory lock on PostgreSQL; SQLite lets one writer in at a
-// time already, and migrate runs as it is. It is held on one connection of
+// a session advisory lock on PostgreSQL. It is held on one connection of
 // the pool while migrate runs (which takes others), and given back when it
-// returns; ctx bounds the wait for it.
+// returns; ctx bounds the wait for it. SQLite has no such lock across
+// processes: there a migration that fails on a table another copy created
+// meanwhile (SQLite's DDL is transactional, so it wrote nothing) is run
+// again, up to 20 times.
 //
 //	err := entflake.Migrate(ctx, drv, func(ctx context.Context) error {
 //		return client.Schema.Create(ctx)

@@ -18,8 +18,10 @@ import (
 // TestMigrateTakesTurns: eight copies, each with a pool of its own (as
 // eight processes), run Migrate at once on one database: on MySQL and
 // PostgreSQL no two migrations overlap, and every one runs; the lock is
-// given back (a ninth Migrate does not wait). SQLite runs them as they are
-// (one writer at a time is SQLite's own rule).
+// given back (a ninth Migrate does not wait). SQLite has no lock across
+// processes: there every migration runs (TestReadmeProject shows that 8
+// copies of a program migrating at once all succeed, a migration that met
+// another's table being run again).
 func TestMigrateTakesTurns(t *testing.T) {
 	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
 		db := b.Fresh(t)

@@ -17,16 +17,23 @@ import (
 // once on a fresh database take turns: ent's Schema.Create takes no lock,
 // and two copies that create the same table at once fail on MySQL (1050,
 // "already exists": its DDL is not transactional) and PostgreSQL (42P07, or
-// 23505 on pg_type). On SQLite, which lets one writer in at a time,
-// migrate runs as it is. The lock is held on one pinned connection of db
-// and given back when migrate returns; ctx bounds the wait for it.
+// 23505 on pg_type). The lock is held on one pinned connection of db and
+// given back when migrate returns; ctx bounds the wait for it.
+//
+// SQLite has no lock a process can hold while its migration writes on
+// other connections (a write transaction would shut its own migration
+// out), and two copies still meet there: both find a table missing, one
+// creates it, the other's CREATE fails ("table ... already exists").
+// SQLite's DDL is transactional, so that attempt wrote nothing, and
+// Migrate runs migrate again (ent's migration creates only what is
+// missing), up to sqliteAttempts times.
 func Migrate(ctx context.Context, db *sql.DB, dialectName string, migrate func(context.Context) error) error {
 	q := textFor(dialectName)
 	if q == nil {
 		return fmt.Errorf("entflake: Migrate: unknown dialect %q", dialectName)
 	}
 	if q.migrateLock == "" {
-		return migrate(ctx)
+		return migrateAgain(ctx, migrate)
 	}
 	conn, err := db.Conn(ctx)
 	if err != nil {
@@ -67,6 +74,29 @@ func takeMigrateLock(ctx context.Context, conn *sql.Conn, lock string) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-time.After(time.Duration(10+rand.IntN(40)) * time.Millisecond):
+		}
+	}
+}
+
+// sqliteAttempts bounds the attempts of a migration on SQLite that meets
+// tables another copy creates as it runs (see Migrate).
+const sqliteAttempts = 20
+
+// migrateAgain runs migrate until it does not fail on a table that
+// another copy made in the meantime, up to sqliteAttempts times.
+func migrateAgain(ctx context.Context, migrate func(context.Context) error) error {
+	for attempt := 1; ; attempt++ {
+		err := migrate(ctx)
+		// ent's migration wraps the driver's error in text: the message is
+		// what is left of it ("SQL logic error: table `t` already exists",
+		// and the same for an index).
+		if err == nil || attempt == sqliteAttempts || !strings.Contains(err.Error(), "already exists") {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
 		case <-time.After(time.Duration(10+rand.IntN(40)) * time.Millisecond):
 		}
 	}
