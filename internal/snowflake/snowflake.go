@@ -39,7 +39,7 @@ var (
 	// ErrInvalidLayout: the bit widths do not add up to 22 or a field is empty.
 	ErrInvalidLayout = errors.New("invalid ID layout")
 	// ErrInvalidWorkerID: the worker id does not fit the layout's worker field.
-	ErrInvalidWorkerID = errors.New("worker id out of range")
+	ErrInvalidWorkerID = errors.New("invalid worker id")
 	// ErrInvalidEpoch: the epoch is before 1970, in the future, or too old for 41 bits.
 	ErrInvalidEpoch = errors.New("invalid epoch")
 	// ErrInvalidPolicy: the rollback policy's limit is unusable or the layout cannot support it.
