@@ -347,10 +347,11 @@ func (c *config) untilFixed(ctx context.Context, open func(context.Context) (*Ge
 		case refused == nil || ctx.Err() != nil:
 			return nil, err
 		}
-		if refused != nil && dctx.Err() != nil {
-			// The timeout ended a try that followed a refusal: the refusal
-			// is the answer.
-			return nil, fmt.Errorf("%w: %s: %w", ErrDatabaseSetting, fix, refused)
+		// From here on a refusal has been seen: when the timeout ends the
+		// wait, or the try that followed it, the refusal is the answer.
+		refusal := fmt.Errorf("%w: %s: %w", ErrDatabaseSetting, fix, refused)
+		if dctx.Err() != nil {
+			return nil, refusal
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -362,7 +363,7 @@ func (c *config) untilFixed(ctx context.Context, open func(context.Context) (*Ge
 			if ctx.Err() != nil {
 				return nil, err
 			}
-			return nil, fmt.Errorf("%w: %s: %w", ErrDatabaseSetting, fix, refused)
+			return nil, refusal
 		}
 		wait = min(2*wait, time.Second)
 	}

@@ -8,8 +8,6 @@ import (
 	"math/rand/v2"
 	"strings"
 	"time"
-
-	"github.com/entflake/entflake/internal/dberr"
 )
 
 // Migrate runs migrate while it holds the database's migration lock
@@ -68,14 +66,26 @@ func takeMigrateLock(ctx context.Context, conn *sql.Conn, lock string) error {
 		if err == nil {
 			return fmt.Errorf("the lock statement answered %v", got)
 		}
-		if e, ok := dberr.Read(err); !ok || e.MySQL != 1105 || !strings.Contains(e.Message, "pessimistic lock retry limit reached") {
+		if e, ok := classify(err); !ok || e.MySQL != 1105 || !tidbConflict(e) {
 			return err
 		}
-		select {
-		case <-ctx.Done():
+		if !jitter(ctx) {
 			return ctx.Err()
-		case <-time.After(time.Duration(10+rand.IntN(40)) * time.Millisecond):
 		}
+	}
+}
+
+// jitter waits 10 to 50 ms before the next try of a loop of Migrate's, so
+// that the copies that met do not meet again in lockstep; false if ctx
+// ends first.
+func jitter(ctx context.Context) bool {
+	t := time.NewTimer(time.Duration(10+rand.IntN(40)) * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 
@@ -91,13 +101,8 @@ func migrateAgain(ctx context.Context, migrate func(context.Context) error) erro
 		// ent's migration wraps the driver's error in text: the message is
 		// what is left of it ("SQL logic error: table `t` already exists",
 		// and the same for an index).
-		if err == nil || attempt == sqliteAttempts || !strings.Contains(err.Error(), "already exists") {
+		if err == nil || attempt == sqliteAttempts || !strings.Contains(err.Error(), "already exists") || !jitter(ctx) {
 			return err
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(time.Duration(10+rand.IntN(40)) * time.Millisecond):
 		}
 	}
 }
