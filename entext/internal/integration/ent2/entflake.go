@@ -292,13 +292,9 @@ func entflakeUpsertID(d string, spec *sqlgraph.CreateSpec, generated bool) sql.C
 				b.WriteString(stored)
 				return
 			}
-			b.WriteString("CASE WHEN ").WriteString(c).WriteString(" = ").Arg(id).WriteString(" THEN ")
-			if d == dialect.SQLite {
-				b.WriteString(fmt.Sprintf("abs(-%d - 1 + 0 * %s)", math.MaxInt64, c))
-			} else {
-				b.WriteString(fmt.Sprintf("%s + %d", c, math.MaxInt64))
-			}
-			b.WriteString(" ELSE ").WriteString(stored).WriteString(" END")
+			b.WriteString("CASE WHEN ").WriteString(c).WriteString(" = ").Arg(id).
+				WriteString(" THEN ").WriteString(entflakeOverflow(d, c)).
+				WriteString(" ELSE ").WriteString(stored).WriteString(" END")
 		}))
 	})
 	if d != dialect.MySQL {
@@ -317,24 +313,32 @@ func entflakeUpsertID(d string, spec *sqlgraph.CreateSpec, generated bool) sql.C
 // among opts becomes ResolveWithIgnore in its place, which is what ent
 // makes of it there (MySQL has no DO NOTHING), but applied before the
 // option that sets the id: ent's own substitution comes last, and would
-// set id = id over it, leaving the OK packet with an id no row has. An
-// option is DoNothing if it renders as DO NOTHING on its own.
+// set id = id over it, leaving the OK packet with an id no row has.
 func entflakeUpsert(d string, opts []sql.ConflictOption, spec *sqlgraph.CreateSpec, generated bool) []sql.ConflictOption {
+	return append(entflakeCallerOptions(d, opts), entflakeUpsertID(d, spec, generated))
+}
+
+// entflakeCallerOptions returns the caller's conflict options as
+// entflakeUpsert puts them before its own: a new slice, with DoNothing made
+// ResolveWithIgnore on MySQL.
+func entflakeCallerOptions(d string, opts []sql.ConflictOption) []sql.ConflictOption {
 	out := make([]sql.ConflictOption, 0, len(opts)+1)
 	for _, o := range opts {
-		if d == dialect.MySQL && entflakeRenders(o, " DO NOTHING") {
+		// An option is DoNothing if it renders as DO NOTHING on its own
+		// (on PostgreSQL: MySQL renders it as an update).
+		if d == dialect.MySQL && strings.HasSuffix(entflakeClause(dialect.Postgres, o), " DO NOTHING") {
 			o = sql.ResolveWithIgnore()
 		}
 		out = append(out, o)
 	}
-	return append(out, entflakeUpsertID(d, spec, generated))
+	return out
 }
 
-// entflakeRenders reports whether conflict options render, on a scratch
-// PostgreSQL INSERT, to a clause that ends with suffix.
-func entflakeRenders(o sql.ConflictOption, suffix string) bool {
-	q, _ := sql.Dialect(dialect.Postgres).Insert("t").Columns("c").Values(1).OnConflict(o).Query()
-	return strings.HasSuffix(q, suffix)
+// entflakeClause renders conflict options on a scratch INSERT of dialect
+// d, to see which clause they make.
+func entflakeClause(d string, opts ...sql.ConflictOption) string {
+	q, _ := sql.Dialect(d).Insert("t").Columns("c").Values(1).OnConflict(opts...).Query()
+	return q
 }
 
 // entflakeKeepBatchID is entflakeUpsertID for a bulk upsert that runs as
@@ -349,12 +353,19 @@ func entflakeKeepBatchID(d, column string, guard bool) sql.ConflictOption {
 			return
 		}
 		c, proposed := s.Table().C(column), sql.Dialect(d).Table("excluded").C(column)
-		overflow := fmt.Sprintf("%s + %d", c, math.MaxInt64)
-		if d == dialect.SQLite {
-			overflow = fmt.Sprintf("abs(-%d - 1 + 0 * %s)", math.MaxInt64, c)
-		}
-		s.Set(column, sql.Expr(fmt.Sprintf("CASE WHEN %s = %s THEN %s ELSE %s END", c, proposed, overflow, c)))
+		s.Set(column, sql.Expr(fmt.Sprintf("CASE WHEN %s = %s THEN %s ELSE %s END", c, proposed, entflakeOverflow(d, c), c)))
 	})
+}
+
+// entflakeOverflow is the guard's error (entflakeUpsertID): an expression
+// on column c that overflows a 64-bit integer whatever the row, which
+// MySQL, MariaDB, TiDB and PostgreSQL refuse; SQLite turns an overflowing
+// sum into a float, but refuses abs() of the smallest int64.
+func entflakeOverflow(d, c string) string {
+	if d == dialect.SQLite {
+		return fmt.Sprintf("abs(-%d - 1 + 0 * %s)", math.MaxInt64, c)
+	}
+	return fmt.Sprintf("%s + %d", c, math.MaxInt64)
 }
 
 // entflakeBefore returns the option o that runs f first. Its type
@@ -381,7 +392,7 @@ func entflakeEach(d string, opts []sql.ConflictOption, generated []bool) bool {
 		// former get the guard (entflakeUpsertID), row by row.
 		return true
 	}
-	q, _ := sql.Dialect(d).Insert("t").Columns("c").Values(1).OnConflict(opts...).Query()
+	q := entflakeClause(d, opts...)
 	_, update, found := strings.Cut(q, " DO UPDATE SET ")
 	return strings.HasSuffix(q, " DO NOTHING") || found && strings.Contains(update, " WHERE ")
 }
@@ -426,9 +437,11 @@ func entflakeUpsertEach(ctx context.Context, c *config, spec *sqlgraph.BatchCrea
 		}
 	}()
 	drv := entflakeTx{tx: tx, dialect: d}
+	opts := entflakeCallerOptions(d, spec.OnConflict) // once for the batch
+	n := len(opts)
 	for j, node := range spec.Nodes {
 		id, _ := node.ID.Value.(int64)
-		node.OnConflict = entflakeUpsert(d, spec.OnConflict, node, generated[j])
+		node.OnConflict = append(opts[:n:n], entflakeUpsertID(d, node, generated[j]))
 		err := sqlgraph.CreateNode(ctx, drv, node)
 		switch {
 		case err == nil:
