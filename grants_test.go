@@ -32,9 +32,8 @@ func TestLeastPrivilege(t *testing.T) {
 		{"mariadb", dialect.MySQL, "mysql",
 			func(t *testing.T) (*dbtest.DB, *sql.DB) { return dbtest.MySQL(t), dbtest.MySQLAdmin(t) },
 			func(t *testing.T, admin, _ *sql.DB, name, user string, tables bool) string {
-				_, err := admin.Exec(fmt.Sprintf("CREATE USER '%s'@'%%'", user))
-				require.NoError(t, err)
-				t.Cleanup(func() { _, _ = admin.Exec(fmt.Sprintf("DROP USER '%s'@'%%'", user)) })
+				mysqlUser(t, admin, user, "")
+				var err error
 				grant := fmt.Sprintf("GRANT SELECT, INSERT, UPDATE ON %s.%%s TO '%s'@'%%%%'", name, user)
 				if !tables {
 					grant = fmt.Sprintf("GRANT SELECT, INSERT, UPDATE ON %s.* TO '%s'@'%%'", name, user)
@@ -51,11 +50,8 @@ func TestLeastPrivilege(t *testing.T) {
 		{"postgres", dialect.Postgres, "pgx",
 			func(t *testing.T) (*dbtest.DB, *sql.DB) { return dbtest.Postgres(t), dbtest.PostgresAdmin(t) },
 			func(t *testing.T, admin, db *sql.DB, name, user string, tables bool) string {
-				_, err := admin.Exec(fmt.Sprintf(`CREATE ROLE %q LOGIN`, user))
-				require.NoError(t, err)
-				t.Cleanup(func() { _, _ = admin.Exec(fmt.Sprintf(`DROP OWNED BY %q`, user)) })
-				t.Cleanup(func() { _, _ = admin.Exec(fmt.Sprintf(`DROP ROLE IF EXISTS %q`, user)) })
-				_, err = db.Exec(`REVOKE CREATE ON SCHEMA public FROM PUBLIC`)
+				pgRole(t, admin, user)
+				_, err := db.Exec(`REVOKE CREATE ON SCHEMA public FROM PUBLIC`)
 				require.NoError(t, err)
 				if tables {
 					_, err = db.Exec(fmt.Sprintf(`GRANT SELECT, INSERT, UPDATE ON %s, %s TO %q`, schema.TableName, schema.SlotTableName, user))

@@ -31,6 +31,27 @@ func openSetting(t *testing.T, driver, dialectName, dsn string, timeout time.Dur
 	return g, err, time.Since(start)
 }
 
+// mysqlUser makes a MySQL user of that name and password, from any host,
+// dropped when the test ends.
+func mysqlUser(t *testing.T, admin *sql.DB, user, password string) {
+	t.Helper()
+	_, err := admin.Exec(fmt.Sprintf("CREATE USER '%s'@'%%' IDENTIFIED BY '%s'", user, password))
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = admin.Exec(fmt.Sprintf("DROP USER '%s'@'%%'", user)) })
+}
+
+// pgRole makes a PostgreSQL role that may log in, dropped (with what it
+// owns) when the test ends.
+func pgRole(t *testing.T, admin *sql.DB, role string) {
+	t.Helper()
+	_, err := admin.Exec(fmt.Sprintf(`CREATE ROLE %q LOGIN`, role))
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_, _ = admin.Exec(fmt.Sprintf(`DROP OWNED BY %q`, role))
+		_, _ = admin.Exec(fmt.Sprintf(`DROP ROLE IF EXISTS %q`, role))
+	})
+}
+
 // requireSetting checks that Open failed on a setting, naming what to fix,
 // without a generator (no fallback).
 func requireSetting(t *testing.T, g *Generator, err error, fix string) {
@@ -62,9 +83,7 @@ func TestSettingErrors(t *testing.T) {
 
 		db := dbtest.MySQL(t)
 		user := dbtest.UniqueName()
-		_, err = admin.Exec(fmt.Sprintf("CREATE USER '%s'@'%%' IDENTIFIED BY 'right'", user))
-		require.NoError(t, err)
-		t.Cleanup(func() { _, _ = admin.Exec(fmt.Sprintf("DROP USER '%s'@'%%'", user)) })
+		mysqlUser(t, admin, user, "right")
 		wrong := dbtest.MySQLDSN(t, user, db.Name) // an empty password
 		g, err, _ = openSetting(t, "mysql", dialect.MySQL, wrong, timeout)
 		requireSetting(t, g, err, "authentication failed")
@@ -90,9 +109,7 @@ func TestSettingErrors(t *testing.T) {
 
 		// A role that may log in, but not create the tables (PostgreSQL 15
 		// grants no CREATE on schema public to PUBLIC).
-		_, err = admin.Exec(fmt.Sprintf(`CREATE ROLE %q LOGIN`, role))
-		require.NoError(t, err)
-		t.Cleanup(func() { _, _ = admin.Exec(fmt.Sprintf(`DROP ROLE IF EXISTS %q`, role)) })
+		pgRole(t, admin, role)
 		_, err = db.Exec(`REVOKE CREATE ON SCHEMA public FROM PUBLIC`)
 		require.NoError(t, err)
 		g, err, _ = openSetting(t, "pgx", dialect.Postgres, dbtest.PostgresDSN(t, role, db.Name), timeout)
@@ -138,10 +155,8 @@ func TestSettingFixedInTime(t *testing.T) {
 		admin := dbtest.PostgresAdmin(t)
 		db := dbtest.Postgres(t)
 		role := dbtest.UniqueName()
-		_, err := admin.Exec(fmt.Sprintf(`CREATE ROLE %q LOGIN`, role))
-		require.NoError(t, err)
-		t.Cleanup(func() { _, _ = admin.Exec(fmt.Sprintf(`DROP ROLE IF EXISTS %q`, role)) })
-		_, err = db.Exec(`REVOKE CREATE ON SCHEMA public FROM PUBLIC`)
+		pgRole(t, admin, role)
+		_, err := db.Exec(`REVOKE CREATE ON SCHEMA public FROM PUBLIC`)
 		require.NoError(t, err)
 		go func() {
 			time.Sleep(300 * time.Millisecond)
