@@ -22,6 +22,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"time"
 
 	"entgo.io/ent/dialect"
 	entsql "entgo.io/ent/dialect/sql"
@@ -39,16 +40,18 @@ func main() {
 	driverName := flag.String("driver", "sqlite", "database: sqlite (in memory unless -dsn is given), mysql or postgres")
 	dsn := flag.String("dsn", "", "data source name; required for mysql and postgres")
 	service := flag.String("service", "example", "service name recorded with the worker-id lease")
+	leaseTimeout := flag.Duration("lease-timeout", entflake.DefaultLeaseTimeout,
+		"how long Open tries to lease a worker id before it falls back to the next rung")
 	flag.Parse()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	if err := run(context.Background(), os.Stdout, logger, *driverName, *dsn, *service); err != nil {
+	if err := run(context.Background(), os.Stdout, logger, *driverName, *dsn, *service, *leaseTimeout); err != nil {
 		fmt.Fprintln(os.Stderr, "example:", err)
 		os.Exit(1)
 	}
 }
 
 // run is the whole example; its output goes to w.
-func run(ctx context.Context, w io.Writer, logger *slog.Logger, driverName, dsn, service string) error {
+func run(ctx context.Context, w io.Writer, logger *slog.Logger, driverName, dsn, service string, leaseTimeout time.Duration) error {
 	db, dialectName, err := openDB(driverName, dsn)
 	if err != nil {
 		return err
@@ -58,7 +61,8 @@ func run(ctx context.Context, w io.Writer, logger *slog.Logger, driverName, dsn,
 	// The three lines an application adds: run entflake's ladder on the
 	// driver, then give the generator to the client.
 	drv := entsql.OpenDB(dialectName, db)
-	gen, err := entflake.Open(ctx, drv, entflake.WithService(service), entflake.WithLogger(logger))
+	gen, err := entflake.Open(ctx, drv, entflake.WithService(service), entflake.WithLogger(logger),
+		entflake.WithLeaseTimeout(leaseTimeout))
 	if err != nil {
 		return err
 	}
