@@ -100,6 +100,15 @@ var (
 	// written, so the batch is refused as a whole. Single upserts report a
 	// skipped row as sql.ErrNoRows, as ent does.
 	ErrSkippedEdges = errors.New("a skipped row of a bulk upsert has edges")
+	// ErrNodeNotFound: FindNodes found an id in none of the node types'
+	// tables. The code entext generates for entgql reports it as ent's
+	// NotFoundError, so that entgql's Noder answers "Could not resolve to a
+	// node".
+	ErrNodeNotFound = errors.New("no node has this id")
+	// ErrNodeAmbiguous: FindNodes found an id in the tables of more than
+	// one node type; the error names them. Noder returns no node for it
+	// rather than guess.
+	ErrNodeAmbiguous = errors.New("more than one node has this id")
 )
 
 // Errors of New, Open and OpenDB for bad input.

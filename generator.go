@@ -165,6 +165,7 @@ type Generator struct {
 	instance string
 	k        *keeper // the lease's background work, if any
 	tw       tripwire
+	nodes    *nodeCache // FindNodes' memory of node types; nil: off
 
 	mu     sync.Mutex
 	status LeaseStatus

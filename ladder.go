@@ -572,7 +572,7 @@ func (c *config) build(workerID int64, source Source, instance string) (*Generat
 		return nil, err
 	}
 	return &Generator{g: g, service: c.service, instance: instance, tw: tripwire{log: c.logger},
-		status: LeaseStatus{Source: source, WorkerID: workerID}}, nil
+		nodes: newNodeCache(c.nodeCache), status: LeaseStatus{Source: source, WorkerID: workerID}}, nil
 }
 
 func (c *config) generator(workerID int64) (*snowflake.Generator, error) {

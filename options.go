@@ -52,6 +52,7 @@ type config struct {
 	heartbeat    Heartbeat
 	lifetime     bool     // WithLifetimeLease
 	requireLease bool     // WithRequireLease
+	nodeCache    int      // WithNodeTypeCache
 	errs         []error  // from options that could not even record their value
 	leaseOnly    []string // lease options given, which New rejects
 }
@@ -63,6 +64,7 @@ func newConfig(opts []Option) *config {
 		layout:       DefaultLayout,
 		maxSkew:      DefaultMaxClockSkew,
 		logger:       slog.Default(),
+		nodeCache:    DefaultNodeTypeCache,
 	}
 	for _, o := range opts {
 		if o != nil {
@@ -101,6 +103,13 @@ func WithLeaseTimeout(d time.Duration) Option {
 		c.leaseOption("WithLeaseTimeout")
 	}
 }
+
+// WithNodeTypeCache sets how many ids the generator remembers the node type
+// of, for the Noder and Noders that entext generates for entgql (see
+// FindNodes): DefaultNodeTypeCache unless given, 0 for none. The memory is
+// bounded by the count, at about 50 bytes an id. Negative counts are an
+// error.
+func WithNodeTypeCache(ids int) Option { return func(c *config) { c.nodeCache = ids } }
 
 // WithLogger sets where the generator logs which rung produced the worker
 // id, and the lease's renewals, losses and switches (slog.Default() unless
@@ -271,6 +280,9 @@ func (c *config) validate() error {
 	}
 	if c.leaseTimeout <= 0 || c.leaseTimeout > MaxLeaseTimeout {
 		return fmt.Errorf("%w: lease timeout %v is not in (0, %v]", ErrInvalidOption, c.leaseTimeout, MaxLeaseTimeout)
+	}
+	if c.nodeCache < 0 {
+		return fmt.Errorf("%w: WithNodeTypeCache(%d): the number of ids must be 0 (no cache) or more", ErrInvalidOption, c.nodeCache)
 	}
 	if c.maxSkew <= 0 {
 		return fmt.Errorf("%w: clock skew limit %v is not positive", ErrInvalidOption, c.maxSkew)

@@ -1,0 +1,302 @@
+package entflake
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+
+	"entgo.io/ent/dialect"
+	entsql "entgo.io/ent/dialect/sql"
+)
+
+// NodeType is one entity type whose table FindNodes asks for an id. The
+// code entext generates for entgql (entgo.io/contrib/entgql) lists the
+// graph's GraphQL node types, for its Client.Noder and Client.Noders.
+type NodeType struct {
+	// Name is the ent type's name, as GraphQL's __typename.
+	Name string
+	// Table is its table.
+	Table string
+	// Schema is the table's schema (on SQLite, its attached database), as
+	// ent's sql/schemaconfig feature gives it; empty: the connection's own.
+	Schema string
+	// Column is its id column.
+	Column string
+}
+
+// Nodes is what FindNodes found: for each id asked, the node types whose
+// tables hold a row with that id.
+type Nodes struct {
+	types []NodeType
+	found map[int64][]int // indexes into types
+}
+
+// Table returns the table of the one node type that holds id. When none
+// does (or id was not asked), the error wraps ErrNodeNotFound; when more
+// than one does, it wraps ErrNodeAmbiguous and names each: ids from one
+// sys_sequence pool are unique across every table, so a second holder is a
+// type that takes its ids elsewhere (an auto-increment int64 id), an import,
+// or two pools sharing worker ids.
+func (n Nodes) Table(id int64) (string, error) {
+	t, err := n.Type(id)
+	return t.Table, err
+}
+
+// Type is Table with the whole NodeType.
+func (n Nodes) Type(id int64) (NodeType, error) {
+	switch in := n.found[id]; len(in) {
+	case 0:
+		return NodeType{}, fmt.Errorf("%w: id %d is in none of the tables of the node types", ErrNodeNotFound, id)
+	case 1:
+		return n.types[in[0]], nil
+	default:
+		names := make([]string, len(in))
+		for i, t := range in {
+			names[i] = fmt.Sprintf("%s (table %s)", n.types[t].Name, n.types[t].Table)
+		}
+		return NodeType{}, fmt.Errorf("%w: id %d is in the tables of %s", ErrNodeAmbiguous, id, strings.Join(names, " and "))
+	}
+}
+
+// Parameter limits of one statement: MySQL's and PostgreSQL's protocols
+// count placeholders in 16 bits; SQLite's SQLITE_MAX_VARIABLE_NUMBER is
+// 32766 by default since 3.32.
+const (
+	maxParamsMySQL    = 65535
+	maxParamsPostgres = 65535
+	maxParamsSQLite   = 32766
+)
+
+// FindNodes finds which of types holds each of ids, asking every table in
+// one statement per chunk of ids: one primary-key probe per type, joined by
+// UNION ALL. Each branch is a bare SELECT (SQLite refuses a parenthesised
+// branch) with no LIMIT of its own; on PostgreSQL the branches share the
+// placeholders $1..$n, elsewhere each repeats them. The ids are chunked so
+// that no statement passes its driver's placeholder limit (65535 on MySQL
+// and PostgreSQL, 32766 on SQLite): one statement in all for up to 3276 ids
+// over 20 types on MySQL.
+//
+// With a generator (g may be nil), the ids found in exactly one table are
+// remembered in its node type cache (see WithNodeTypeCache), and an id found
+// there is not asked again: an id never changes type. Ids found in no table,
+// or in two, are not remembered.
+//
+// drv is the client's driver: a transaction's client asks inside the
+// transaction, and sees its rows.
+func FindNodes(ctx context.Context, drv dialect.Driver, g *Generator, types []NodeType, ids []int64) (Nodes, error) {
+	n := Nodes{types: types, found: make(map[int64][]int, len(ids))}
+	if len(types) == 0 || len(ids) == 0 {
+		return n, nil
+	}
+	var cache *nodeCache
+	if g != nil {
+		cache = g.nodes
+	}
+	ask := make([]int64, 0, len(ids))
+	for _, id := range ids {
+		if _, seen := n.found[id]; seen {
+			continue
+		}
+		if name, ok := cache.get(id); ok {
+			if i := typeIndex(types, name); i >= 0 {
+				n.found[id] = []int{i}
+				continue
+			}
+		}
+		n.found[id] = nil
+		ask = append(ask, id)
+	}
+	d := drv.Dialect()
+	var limit int
+	switch d {
+	case dialect.MySQL:
+		limit = maxParamsMySQL / len(types)
+	case dialect.Postgres:
+		limit = maxParamsPostgres
+	case dialect.SQLite:
+		limit = maxParamsSQLite / len(types)
+	default:
+		return n, fmt.Errorf("entflake: find nodes: %w: %q", ErrUnknownDialect, d)
+	}
+	if limit == 0 {
+		return n, fmt.Errorf("entflake: find nodes: %d node types pass %s's placeholder limit in one statement", len(types), d)
+	}
+	for len(ask) > 0 {
+		chunk := ask[:min(limit, len(ask))]
+		ask = ask[len(chunk):]
+		query, args := probe(d, types, chunk)
+		var rows entsql.Rows
+		if err := drv.Query(ctx, query, args, &rows); err != nil {
+			return n, fmt.Errorf("entflake: find nodes: %w", err)
+		}
+		for rows.Next() {
+			var (
+				t  int
+				id int64
+			)
+			if err := rows.Scan(&t, &id); err != nil {
+				rows.Close()
+				return n, fmt.Errorf("entflake: find nodes: %w", err)
+			}
+			if t < 0 || t >= len(types) {
+				rows.Close()
+				return n, fmt.Errorf("entflake: find nodes: the probe answered type %d of %d", t, len(types))
+			}
+			n.found[id] = append(n.found[id], t)
+		}
+		err := rows.Err()
+		rows.Close()
+		if err != nil {
+			return n, fmt.Errorf("entflake: find nodes: %w", err)
+		}
+		for _, id := range chunk {
+			if in := n.found[id]; len(in) == 1 {
+				cache.put(id, types[in[0]].Name)
+			}
+		}
+	}
+	return n, nil
+}
+
+func typeIndex(types []NodeType, name string) int {
+	for i, t := range types {
+		if t.Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// probe writes the statement that asks every type's table for ids:
+//
+//	SELECT 0, `id` FROM `users` WHERE `id` IN (?, ?) UNION ALL SELECT 1, `id` FROM `pets` WHERE `id` IN (?, ?)
+//
+// The first column is the type's index in types, a literal, so that the
+// answer needs no string per row.
+func probe(d string, types []NodeType, ids []int64) (string, []any) {
+	var (
+		b    strings.Builder
+		args []any
+	)
+	quote := func(s string) {
+		q := `"`
+		if d == dialect.MySQL {
+			q = "`"
+		}
+		b.WriteString(q + strings.ReplaceAll(s, q, q+q) + q)
+	}
+	for i, t := range types {
+		if i > 0 {
+			b.WriteString(" UNION ALL ")
+		}
+		b.WriteString("SELECT ")
+		b.WriteString(strconv.Itoa(i))
+		b.WriteString(", ")
+		quote(t.Column)
+		b.WriteString(" FROM ")
+		if t.Schema != "" {
+			quote(t.Schema)
+			b.WriteByte('.')
+		}
+		quote(t.Table)
+		b.WriteString(" WHERE ")
+		quote(t.Column)
+		if len(ids) == 1 {
+			b.WriteString(" = ")
+		} else {
+			b.WriteString(" IN (")
+		}
+		for j, id := range ids {
+			if j > 0 {
+				b.WriteString(", ")
+			}
+			if d == dialect.Postgres {
+				// The branches share $1..$n: PostgreSQL numbers its
+				// parameters, and one may be referred to many times.
+				b.WriteByte('$')
+				b.WriteString(strconv.Itoa(j + 1))
+				if i == 0 {
+					args = append(args, id)
+				}
+			} else {
+				b.WriteByte('?')
+				args = append(args, id)
+			}
+		}
+		if len(ids) > 1 {
+			b.WriteByte(')')
+		}
+	}
+	return b.String(), args
+}
+
+// DefaultNodeTypeCache is the number of ids whose node type a generator
+// remembers unless WithNodeTypeCache says otherwise.
+const DefaultNodeTypeCache = 4096
+
+// nodeCache remembers the node type of up to max ids, in two generations:
+// new entries go into cur; when cur is half full it becomes old, and an id
+// found in old moves back into cur. So the ids asked again stay, the
+// others go within two turns, and the memory is bounded: at most max
+// entries (rounded up to even), of about 50 bytes each in Go's maps (an
+// int64 key and a string header pointing at the type's name, which the
+// generated code holds anyway): some 200 KiB at the default 4096. A nil
+// cache remembers nothing.
+type nodeCache struct {
+	mu       sync.Mutex
+	half     int
+	cur, old map[int64]string
+}
+
+func newNodeCache(max int) *nodeCache {
+	if max <= 0 {
+		return nil
+	}
+	half := (max + 1) / 2
+	return &nodeCache{half: half, cur: make(map[int64]string, half)}
+}
+
+func (c *nodeCache) get(id int64) (string, bool) {
+	if c == nil {
+		return "", false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if name, ok := c.cur[id]; ok {
+		return name, true
+	}
+	name, ok := c.old[id]
+	if ok {
+		delete(c.old, id)
+		c.add(id, name)
+	}
+	return name, ok
+}
+
+func (c *nodeCache) put(id int64, name string) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.add(id, name)
+}
+
+func (c *nodeCache) add(id int64, name string) {
+	if len(c.cur) >= c.half {
+		c.old, c.cur = c.cur, make(map[int64]string, c.half)
+	}
+	c.cur[id] = name
+}
+
+// len returns the number of ids remembered, for tests.
+func (c *nodeCache) len() int {
+	if c == nil {
+		return 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.cur) + len(c.old)
+}
