@@ -96,6 +96,7 @@ var templates embed.FS
 // Extension is the entc extension; make one with New.
 type Extension struct {
 	entc.DefaultExtension
+	own *gen.Template // its template set, which must come after entgql's
 }
 
 // New returns the extension.
@@ -112,6 +113,8 @@ var funcs = template.FuncMap{
 	"entflakeAnyRefs":    anyRefs,
 	"entflakeTypeNames":  func(g *gen.Graph) string { return strings.Join(marked(g), ", ") },
 	"entflakeTables":     unmapped,
+	"entflakeGQL":        usesGQL,
+	"entflakeGQLNodes":   gqlNodes,
 	"entflakeQuoted": func(g *gen.Graph) string {
 		var q []string
 		for _, name := range marked(g) {
@@ -133,9 +136,12 @@ func marked(g *gen.Graph) []string {
 }
 
 // Templates returns the templates that write the generated code.
-func (*Extension) Templates() []*gen.Template {
+func (e *Extension) Templates() []*gen.Template {
+	if e.own == nil {
+		e.own = gen.MustParse(gen.NewTemplate("entflake-ext").Funcs(funcs).ParseFS(templates, "template/entflake.tmpl"))
+	}
 	return []*gen.Template{
-		gen.MustParse(gen.NewTemplate("entflake-ext").Funcs(funcs).ParseFS(templates, "template/entflake.tmpl")),
+		e.own,
 		gen.MustParse(gen.NewTemplate("entflake-migrate").Funcs(funcs).
 			SkipIf(func(g *gen.Graph) bool { return !g.SupportMigrate() || len(unmapped(g)) == 0 && len(marked(g)) == 0 }).
 			ParseFS(templates, "template/migrate.tmpl")),
@@ -143,11 +149,14 @@ func (*Extension) Templates() []*gen.Template {
 }
 
 // Hooks returns the generation hook that checks the graph first.
-func (*Extension) Hooks() []gen.Hook {
+func (e *Extension) Hooks() []gen.Hook {
 	return []gen.Hook{func(next gen.Generator) gen.Generator {
 		return gen.GenerateFunc(func(g *gen.Graph) error {
 			adopt(g)
 			if err := Check(g); err != nil {
+				return err
+			}
+			if err := setupGQL(g, e.own); err != nil {
 				return err
 			}
 			markJSONStrings(g)
