@@ -1,0 +1,94 @@
+// Package gentest checks what the extension does to entgql's generation:
+// the order it requires, the id types it refuses, and that entgql's
+// gql_node changes in the two statements entflake replaces and nowhere else.
+package gentest
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"entgo.io/contrib/entgql"
+	"entgo.io/ent/entc"
+	"entgo.io/ent/entc/gen"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/entflake/entflake/entext"
+)
+
+// generate runs entc on a schema package into a temporary directory, with
+// the extensions built by exts (fresh for each run), and returns the
+// directory.
+func generate(t *testing.T, schema string, exts ...entc.Extension) (string, error) {
+	t.Helper()
+	dir := t.TempDir()
+	err := entc.Generate("./schema/"+schema, &gen.Config{Target: dir, Package: "example.com/gentest/ent"}, entc.Extensions(exts...))
+	return dir, err
+}
+
+func entgqlExt(t *testing.T) entc.Extension {
+	t.Helper()
+	ext, err := entgql.NewExtension()
+	require.NoError(t, err)
+	return ext
+}
+
+func read(t *testing.T, dir, file string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, file))
+	require.NoError(t, err)
+	return string(b)
+}
+
+// TestNodeDiffersOnlyWherePatched: gql_node.go generated with entgql alone
+// and with entext after it differ in exactly the two statements
+// entext/gql.go replaces; everything else of entgql's Node API is its own.
+func TestNodeDiffersOnlyWherePatched(t *testing.T) {
+	upstream, err := generate(t, "ok", entgqlExt(t))
+	require.NoError(t, err)
+	ours, err := generate(t, "ok", entgqlExt(t), entext.New())
+	require.NoError(t, err)
+	a := strings.Split(read(t, upstream, "gql_node.go"), "\n")
+	b := strings.Split(read(t, ours, "gql_node.go"), "\n")
+	require.Len(t, b, len(a), "the same lines, but for the two replaced")
+	var changed []string
+	for i := range a {
+		if a[i] != b[i] {
+			changed = append(changed, strings.TrimSpace(a[i])+" => "+strings.TrimSpace(b[i]))
+		}
+	}
+	assert.Equal(t, []string{
+		"return c.tables.nodeType(ctx, c.driver, id) => return c.entflakeNodeType(ctx, id)",
+		"nopts := c.newNodeOpts(opts) => nopts := c.entflakeNodersOpts(ctx, ids, opts)",
+	}, changed)
+
+	// The node types the probe asks: the GraphQL nodes, Legacy's int64
+	// auto-increment id included, and not Audit, which entgql skips.
+	code := read(t, ours, "entflake.go")
+	for _, want := range []string{`{Name: "User", Table: "users", Column: "id"}`, `{Name: "Pet", Table: "pets", Column: "id"}`,
+		`{Name: "Legacy", Table: "legacies", Column: "id"}`} {
+		assert.Contains(t, code, want)
+	}
+	assert.NotContains(t, code, `Name: "Audit"`)
+}
+
+// TestExtensionOrder: entext before entgql fails the generation, saying
+// which order to write; entgql would otherwise keep its own gql_node.
+func TestExtensionOrder(t *testing.T) {
+	_, err := generate(t, "ok", entext.New(), entgqlExt(t))
+	require.Error(t, err)
+	assert.ErrorContains(t, err, "entext.New() comes before entgql's extension")
+	assert.ErrorContains(t, err, "entc.Extensions(entgqlExtension, entext.New())")
+}
+
+// TestMixedIDTypes: a GraphQL node with an int id beside snowflake types
+// fails the generation, naming it and the way out.
+func TestMixedIDTypes(t *testing.T) {
+	_, err := generate(t, "mixed", entgqlExt(t), entext.New())
+	require.Error(t, err)
+	assert.ErrorContains(t, err, "Audit (int)")
+	assert.ErrorContains(t, err, "snowflake ids of User are int64")
+	assert.ErrorContains(t, err, "entgql.Skip(entgql.SkipType)")
+}
