@@ -38,7 +38,15 @@
 //     graph already maps a type to);
 //   - in place of migrate.WithGlobalUniqueID, schema.RefuseGlobalUniqueID:
 //     with true, the migration fails, naming the types, since snowflake ids
-//     ignore the id ranges that option gives each table.
+//     ignore the id ranges that option gives each table;
+//   - with entgql (entgo.io/contrib/entgql) in the generation, before the
+//     extension, the type resolution of its Client.Noder and Client.Noders:
+//     entflake.FindNodes asks the tables of the GraphQL node types for the
+//     id in one statement (Noders: one for all its ids), where entgql would
+//     read the ent_types table of ent's sql/globalid feature (see gql.go).
+//     The extension after entgql, and one Go type (int64) for the ids of
+//     every GraphQL node, are required; generation fails otherwise, saying
+//     why.
 //
 // A mixin that composes SnowflakeID{}.Fields() instead of embedding
 // SnowflakeID is handled as SnowflakeID itself: the extension knows the id
