@@ -78,10 +78,10 @@ const (
 // and PostgreSQL, 32766 on SQLite): one statement in all for up to 3276 ids
 // over 20 types on MySQL.
 //
-// With a generator (g may be nil), the ids found in exactly one table are
-// remembered in its node type cache (see WithNodeTypeCache), and an id found
-// there is not asked again: an id never changes type. Ids found in no table,
-// or in two, are not remembered.
+// With a generator (g may be nil) made WithNodeTypeCache, the ids found in
+// exactly one table are remembered, and an id remembered is not asked
+// again: an id never changes type. Ids found in no table, or in two, are
+// not remembered.
 //
 // drv is the client's driver: a transaction's client asks inside the
 // transaction, and sees its rows.
@@ -232,17 +232,13 @@ func probe(d string, types []NodeType, ids []int64) (string, []any) {
 	return b.String(), args
 }
 
-// DefaultNodeTypeCache is the number of ids whose node type a generator
-// remembers unless WithNodeTypeCache says otherwise.
-const DefaultNodeTypeCache = 4096
-
 // nodeCache remembers the node type of up to max ids, in two generations:
 // new entries go into cur; when cur is half full it becomes old, and an id
 // found in old moves back into cur. So the ids asked again stay, the
 // others go within two turns, and the memory is bounded: at most max
 // entries (rounded up to even), of about 50 bytes each in Go's maps (an
 // int64 key and a string header pointing at the type's name, which the
-// generated code holds anyway): some 200 KiB at the default 4096. A nil
+// generated code holds anyway): some 200 KiB for 4096. A nil
 // cache remembers nothing.
 type nodeCache struct {
 	mu       sync.Mutex

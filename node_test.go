@@ -190,7 +190,7 @@ func TestFindNodesCache(t *testing.T) {
 	types := nodeTables(t, db, dialect.SQLite, "", 2)
 	insertIDs(t, db, dialect.SQLite, types[0], 1, 2, 3)
 	insertIDs(t, db, dialect.SQLite, types[1], 3, 4)
-	g, err := New(1)
+	g, err := New(1, WithNodeTypeCache(16))
 	require.NoError(t, err)
 	drv := &countingDriver{Driver: entsql.OpenDB(dialect.SQLite, db.DB)}
 	ctx := context.Background()
@@ -223,9 +223,9 @@ func TestFindNodesCache(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "Other", nt.Name)
 
-	off, err := New(1, WithNodeTypeCache(0))
+	off, err := New(1)
 	require.NoError(t, err)
-	assert.Nil(t, off.nodes)
+	assert.Nil(t, off.nodes, "off unless asked for")
 	_, err = New(1, WithNodeTypeCache(-1))
 	assert.ErrorIs(t, err, ErrInvalidOption)
 	assert.ErrorContains(t, err, "WithNodeTypeCache(-1)")
