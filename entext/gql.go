@@ -84,18 +84,15 @@ func gqlNodes(g *gen.Graph) []*gen.Type {
 	return nodes
 }
 
-// usesGQL reports whether the generation has entgql's Node API and a type
-// with the mixin: then the extension replaces its type resolution.
+// usesGQL reports whether the generation has entgql's Node API and a
+// GraphQL node with the mixin: then the extension replaces its type
+// resolution. A graph whose snowflake types are all left out of GraphQL
+// keeps entgql's own.
 func usesGQL(g *gen.Graph) bool {
-	if len(marked(g)) == 0 {
+	if !slices.ContainsFunc(gqlNodes(g), func(n *gen.Type) bool { return uses(n) }) {
 		return false
 	}
-	for _, t := range g.Templates {
-		if t.Lookup(gqlTemplate) != nil {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(g.Templates, func(t *gen.Template) bool { return t.Lookup(gqlTemplate) != nil })
 }
 
 // setupGQL checks, for a generation with entgql, that the extension comes

@@ -92,3 +92,15 @@ func TestMixedIDTypes(t *testing.T) {
 	assert.ErrorContains(t, err, "snowflake ids of User are int64")
 	assert.ErrorContains(t, err, "entgql.Skip(entgql.SkipType)")
 }
+
+// TestSkippedSnowflakeTypes: when every snowflake type is left out of
+// GraphQL, the int-id nodes keep entgql's Node API untouched, and the
+// generation does not fail on their ids.
+func TestSkippedSnowflakeTypes(t *testing.T) {
+	upstream, err := generate(t, "skipped", entgqlExt(t))
+	require.NoError(t, err)
+	ours, err := generate(t, "skipped", entgqlExt(t), entext.New())
+	require.NoError(t, err)
+	assert.Equal(t, read(t, upstream, "gql_node.go"), read(t, ours, "gql_node.go"))
+	assert.NotContains(t, read(t, ours, "entflake.go"), "entflakeNodeType")
+}
