@@ -171,8 +171,10 @@ func typeIndex(types []NodeType, name string) int {
 
 // probe writes the statement that asks every type's table for ids:
 //
-//	SELECT 0, `id` FROM `users` WHERE `id` IN (?, ?) UNION ALL SELECT 1, `id` FROM `pets` WHERE `id` IN (?, ?)
+//	SELECT 0, "id" FROM "users" WHERE "id" IN (?, ?) UNION ALL SELECT 1, "id" FROM "pets" WHERE "id" IN (?, ?)
 //
+// (on PostgreSQL with $1, $2 in each branch; on MySQL with the ids written
+// out).
 // The first column is the type's index in types, a literal, so that the
 // answer needs no string per row.
 func probe(d string, types []NodeType, ids []int64) (string, []any) {
@@ -212,7 +214,8 @@ func probe(d string, types []NodeType, ids []int64) (string, []any) {
 			if j > 0 {
 				b.WriteString(", ")
 			}
-			if d == dialect.Postgres {
+			switch d {
+			case dialect.Postgres:
 				// The branches share $1..$n: PostgreSQL numbers its
 				// parameters, and one may be referred to many times.
 				b.WriteByte('$')
@@ -220,7 +223,14 @@ func probe(d string, types []NodeType, ids []int64) (string, []any) {
 				if i == 0 {
 					args = append(args, id)
 				}
-			} else {
+			case dialect.MySQL:
+				// The ids as decimal literals: with arguments,
+				// go-sql-driver/mysql (unless interpolateParams) prepares
+				// the statement on the server, executes it and closes it,
+				// a round trip more than a plain query. An int64 written
+				// by strconv is only digits and a sign.
+				b.WriteString(strconv.FormatInt(id, 10))
+			default:
 				b.WriteByte('?')
 				args = append(args, id)
 			}
