@@ -15,15 +15,24 @@ import (
 // code entext generates for entgql (entgo.io/contrib/entgql) lists the
 // graph's GraphQL node types, for its Client.Noder and Client.Noders.
 type NodeType struct {
-	// Name is the ent type's name, as GraphQL's __typename.
+	// Name is the ent type's name (entgql.Type may give its GraphQL type
+	// another); errors name it.
 	Name string
 	// Table is its table.
 	Table string
-	// Schema is the table's schema (on SQLite, its attached database), as
+	// Schema is the table's schema (PostgreSQL) or database (MySQL), as
 	// ent's sql/schemaconfig feature gives it; empty: the connection's own.
+	// On SQLite it is not written, as ent writes none there either: the
+	// probe must ask the tables ent's own queries read.
 	Schema string
 	// Column is its id column.
 	Column string
+	// Snowflake tells that the type's ids come from entflake (the
+	// SnowflakeID mixin): ids unique across the tables of every type and
+	// every database the generator serves. Only those are remembered by the
+	// node type cache; an auto-increment id (1, 2, 3) may stand for another
+	// row in another type's table or another database tomorrow.
+	Snowflake bool
 }
 
 // Nodes is what FindNodes found: for each id asked, the node types whose
@@ -79,9 +88,10 @@ const (
 // over 20 types on MySQL.
 //
 // With a generator (g may be nil) made WithNodeTypeCache, the ids found in
-// exactly one table are remembered, and an id remembered is not asked
-// again: an id never changes type. Ids found in no table, or in two, are
-// not remembered.
+// exactly one table, of a Snowflake type, are remembered, and an id
+// remembered is not asked again: a snowflake id never changes type. Ids
+// found in no table, or in two, or of a type with ids of its own, are not
+// remembered.
 //
 // drv is the client's driver: a transaction's client asks inside the
 // transaction, and sees its rows.
@@ -152,7 +162,7 @@ func FindNodes(ctx context.Context, drv dialect.Driver, g *Generator, types []No
 			return n, fmt.Errorf("entflake: find nodes: %w", err)
 		}
 		for _, id := range chunk {
-			if in := n.found[id]; len(in) == 1 {
+			if in := n.found[id]; len(in) == 1 && types[in[0]].Snowflake {
 				cache.put(id, types[in[0]].Name)
 			}
 		}
@@ -198,7 +208,9 @@ func probe(d string, types []NodeType, ids []int64) (string, []any) {
 		b.WriteString(", ")
 		quote(t.Column)
 		b.WriteString(" FROM ")
-		if t.Schema != "" {
+		// ent's builder qualifies no table on SQLite (a schema there would
+		// name an attached database its queries do not read).
+		if t.Schema != "" && d != dialect.SQLite {
 			quote(t.Schema)
 			b.WriteByte('.')
 		}

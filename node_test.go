@@ -116,9 +116,11 @@ func TestFindNodes(t *testing.T) {
 	})
 }
 
-// TestFindNodesSchema: types in another schema (PostgreSQL), database
-// (MySQL) or attached database (SQLite) are asked there, not in the
-// connection's own, which has tables of the same names and other rows.
+// TestFindNodesSchema: types in another schema (PostgreSQL) or database
+// (MySQL) are asked there, not in the connection's own, which has tables
+// of the same names and other rows. On SQLite the schema is not written,
+// as ent's own queries write none: the probe reads the tables they read,
+// even with a database attached under that name.
 func TestFindNodesSchema(t *testing.T) {
 	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
 		db := b.Fresh(t)
@@ -142,6 +144,14 @@ func TestFindNodesSchema(t *testing.T) {
 		insertIDs(t, db, b.Dialect, other[1], 8)
 		found, err := FindNodes(context.Background(), entsql.OpenDB(b.Dialect, db.DB), nil, other, []int64{7, 8})
 		require.NoError(t, err)
+		if b.Dialect == dialect.SQLite {
+			table, err := found.Table(7)
+			require.NoError(t, err, "the main database's t0, where ent reads")
+			assert.Equal(t, "t0", table)
+			_, err = found.Table(8)
+			assert.ErrorIs(t, err, ErrNodeNotFound, "8 is in the attached database only")
+			return
+		}
 		_, err = found.Table(7)
 		assert.ErrorIs(t, err, ErrNodeNotFound, "7 is in the connection's own t0 only")
 		nt, err := found.Type(8)
@@ -182,14 +192,16 @@ func TestFindNodesChunks(t *testing.T) {
 	})
 }
 
-// TestFindNodesCache: a generator remembers the ids found in one table,
-// and asks the database only for the others; ids found in none or in two
-// are asked again every time.
+// TestFindNodesCache: a generator remembers the snowflake ids found in one
+// table, and asks the database only for the others; ids found in none or
+// in two, or of a type with ids of its own, are asked again every time.
 func TestFindNodesCache(t *testing.T) {
 	db := dbtest.SQLite(t)
-	types := nodeTables(t, db, dialect.SQLite, "", 2)
+	types := nodeTables(t, db, dialect.SQLite, "", 3)
+	types[0].Snowflake, types[1].Snowflake = true, true
 	insertIDs(t, db, dialect.SQLite, types[0], 1, 2, 3)
 	insertIDs(t, db, dialect.SQLite, types[1], 3, 4)
+	insertIDs(t, db, dialect.SQLite, types[2], 5)
 	g, err := New(1, WithNodeTypeCache(16))
 	require.NoError(t, err)
 	drv := &countingDriver{Driver: entsql.OpenDB(dialect.SQLite, db.DB)}
@@ -213,6 +225,18 @@ func TestFindNodesCache(t *testing.T) {
 		assert.ErrorIs(t, err, ErrNodeNotFound)
 	}
 	assert.Equal(t, int64(3), drv.queries.Load(), "3 and 9 are asked each time")
+	assert.Equal(t, 3, g.nodes.len())
+
+	// 5 is an auto-increment id (T2 is no Snowflake type): the same number
+	// may stand for another row tomorrow, so it is asked each time.
+	for range 2 {
+		found, err = FindNodes(ctx, drv, g, types, []int64{5})
+		require.NoError(t, err)
+		table, err := found.Table(5)
+		require.NoError(t, err)
+		assert.Equal(t, "t2", table)
+	}
+	assert.Equal(t, int64(5), drv.queries.Load())
 	assert.Equal(t, 3, g.nodes.len())
 
 	// A cached name that is not among the types asked (another graph's) is

@@ -105,13 +105,15 @@ func WithLeaseTimeout(d time.Duration) Option {
 
 // WithNodeTypeCache makes the generator remember the node type of up to
 // ids ids, for the Noder and Noders that entext generates for entgql (see
-// FindNodes): a remembered id costs no probe statement. The memory is
-// bounded by the count, at about 50 bytes an id (200 KiB for 4096). It is
-// off unless given (0: off), because it trades one check: an id found in
-// one table is not asked again, so a row with the same id written into a
-// second table later (an import, or two pools sharing worker ids) is not
-// reported as ambiguous while the id is remembered; Noder keeps answering
-// with the first. Negative counts are an error.
+// FindNodes): a remembered id costs no probe statement. Only snowflake ids
+// (of the types with the mixin) are remembered. The memory is bounded by
+// the count, at about 50 bytes an id (200 KiB for 4096). It is off unless
+// given (0: off), because it trades one check: an id found in one table is
+// not asked again, so a row with the same id written into a second table
+// later (an import, two pools sharing worker ids, or a row moved to
+// another type's table with its id) is not seen while the id is
+// remembered: Noder keeps answering with the first type, and finds no
+// node if its row is gone. Negative counts are an error.
 func WithNodeTypeCache(ids int) Option { return func(c *config) { c.nodeCache = ids } }
 
 // WithLogger sets where the generator logs which rung produced the worker
