@@ -87,6 +87,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"text/template"
 
 	"entgo.io/ent/dialect/entsql"
@@ -104,8 +105,16 @@ var templates embed.FS
 // Extension is the entc extension; make one with New.
 type Extension struct {
 	entc.DefaultExtension
-	own *gen.Template // its template set, which must come after entgql's
 }
+
+// templateName names the extension's template set in the generation.
+const templateName = "entflake-ext"
+
+// running holds the graphs the hook is generating, so that an extension
+// given twice (or its hooks twice) checks and changes a graph once: a
+// second pass would find the guards the first removed missing, and
+// report a default the schema never had.
+var running sync.Map // *gen.Graph -> struct{}
 
 // New returns the extension.
 func New() *Extension { return &Extension{} }
@@ -144,12 +153,9 @@ func marked(g *gen.Graph) []string {
 }
 
 // Templates returns the templates that write the generated code.
-func (e *Extension) Templates() []*gen.Template {
-	if e.own == nil {
-		e.own = gen.MustParse(gen.NewTemplate("entflake-ext").Funcs(funcs).ParseFS(templates, "template/entflake.tmpl"))
-	}
+func (*Extension) Templates() []*gen.Template {
 	return []*gen.Template{
-		e.own,
+		gen.MustParse(gen.NewTemplate(templateName).Funcs(funcs).ParseFS(templates, "template/entflake.tmpl")),
 		gen.MustParse(gen.NewTemplate("entflake-migrate").Funcs(funcs).
 			SkipIf(func(g *gen.Graph) bool { return !g.SupportMigrate() || len(unmapped(g)) == 0 && len(marked(g)) == 0 }).
 			ParseFS(templates, "template/migrate.tmpl")),
@@ -157,14 +163,18 @@ func (e *Extension) Templates() []*gen.Template {
 }
 
 // Hooks returns the generation hook that checks the graph first.
-func (e *Extension) Hooks() []gen.Hook {
+func (*Extension) Hooks() []gen.Hook {
 	return []gen.Hook{func(next gen.Generator) gen.Generator {
 		return gen.GenerateFunc(func(g *gen.Graph) error {
+			if _, again := running.LoadOrStore(g, struct{}{}); again {
+				return next.Generate(g)
+			}
+			defer running.Delete(g)
 			adopt(g)
 			if err := Check(g); err != nil {
 				return err
 			}
-			if err := setupGQL(g, e.own); err != nil {
+			if err := setupGQL(g); err != nil {
 				return err
 			}
 			markJSONStrings(g)

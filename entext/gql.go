@@ -50,12 +50,12 @@ var gqlPatches = []struct{ old, new, why string }{
 // gqlTemplate is the name of entgql's template of the Node API.
 const gqlTemplate = "gql_node"
 
-// entgqlNode returns the index in g.Templates of the template set that
-// defines entgql's gql_node, or -1.
-func entgqlNode(g *gen.Graph, ours *gen.Template) int {
+// entgqlNode returns the index in g.Templates of the last template set
+// other than the extension's own that defines entgql's gql_node, or -1.
+func entgqlNode(g *gen.Graph) int {
 	at := -1
 	for i, t := range g.Templates {
-		if t != ours && t.Lookup(gqlTemplate) != nil {
+		if t.Name() != templateName && t.Lookup(gqlTemplate) != nil {
 			at = i
 		}
 	}
@@ -95,24 +95,25 @@ func usesGQL(g *gen.Graph) bool {
 	return slices.ContainsFunc(g.Templates, func(t *gen.Template) bool { return t.Lookup(gqlTemplate) != nil })
 }
 
-// setupGQL checks, for a generation with entgql, that the extension comes
-// after it (ours is the extension's own template set) and that every
-// GraphQL node has a plain int64 id, and adds to the generation, last, a
-// template set with entgql's gql_node patched: ent keeps the last
-// definition of a template. The graph's own list is copied first, so that
-// the caller's gen.Config is not changed.
-func setupGQL(g *gen.Graph, ours *gen.Template) error {
+// setupGQL checks, for a generation with entgql, that the extension's
+// templates come after entgql's and that every GraphQL node has a plain
+// int64 id, and adds to the generation, last, a template set with
+// entgql's gql_node patched: ent keeps the last definition of a template.
+// The graph's own list is copied first, so that the caller's gen.Config is
+// not changed.
+func setupGQL(g *gen.Graph) error {
 	if !usesGQL(g) {
 		return nil
 	}
-	if ours == nil {
-		return errors.New("entflake: the extension's templates are not in the generation")
-	}
-	at, own := entgqlNode(g, ours), -1
+	at, own := entgqlNode(g), -1
 	for i, t := range g.Templates {
-		if t == ours {
+		if t.Name() == templateName {
 			own = i
 		}
+	}
+	if own < 0 {
+		return errors.New("entflake: the extension's hook runs, but not its templates: give entc both " +
+			"(entc.Extensions(entext.New()) does), or the generated code lacks what the hook checks for")
 	}
 	if at > own {
 		return errors.New("entflake: entext.New() comes before entgql's extension in entc.Extensions; put it after: " +

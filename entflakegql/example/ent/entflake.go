@@ -526,9 +526,9 @@ func entflakeKeepBatchIDs(d string, batch *sqlgraph.BatchCreateSpec) {
 // unique across every table, so the table that holds an id names its type.
 var entflakeNodeTypeList = []entflake.NodeType{
 	{Name: "Legacy", Table: "legacies", Column: "id"},
-	{Name: "Post", Table: "posts", Column: "id"},
-	{Name: "Tag", Table: "tags", Column: "id"},
-	{Name: "User", Table: "users", Column: "id"},
+	{Name: "Post", Table: "posts", Column: "id", Snowflake: true},
+	{Name: "Tag", Table: "tags", Column: "id", Snowflake: true},
+	{Name: "User", Table: "users", Column: "id", Snowflake: true},
 }
 
 func entflakeNodeTypes(*config) []entflake.NodeType { return entflakeNodeTypeList }

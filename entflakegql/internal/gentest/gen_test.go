@@ -67,8 +67,8 @@ func TestNodeDiffersOnlyWherePatched(t *testing.T) {
 	// The node types the probe asks: the GraphQL nodes, Legacy's int64
 	// auto-increment id included, and not Audit, which entgql skips.
 	code := read(t, ours, "entflake.go")
-	for _, want := range []string{`{Name: "User", Table: "users", Column: "id"}`, `{Name: "Pet", Table: "pets", Column: "id"}`,
-		`{Name: "Legacy", Table: "legacies", Column: "id"}`} {
+	for _, want := range []string{`{Name: "User", Table: "users", Column: "id", Snowflake: true}`,
+		`{Name: "Pet", Table: "pets", Column: "id", Snowflake: true}`, `{Name: "Legacy", Table: "legacies", Column: "id"}`} {
 		assert.Contains(t, code, want)
 	}
 	assert.NotContains(t, code, `Name: "Audit"`)
@@ -103,4 +103,35 @@ func TestSkippedSnowflakeTypes(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, read(t, upstream, "gql_node.go"), read(t, ours, "gql_node.go"))
 	assert.NotContains(t, read(t, ours, "entflake.go"), "entflakeNodeType")
+}
+
+// TestExtensionTwice: the extension given twice, or its templates and hooks
+// from two New() values, generates as once: the hook checks and changes the
+// graph once (a second pass would report the defaults the first removed).
+func TestExtensionTwice(t *testing.T) {
+	e := entext.New()
+	dir, err := generate(t, "ok", entgqlExt(t), e, e)
+	require.NoError(t, err)
+	assert.Contains(t, read(t, dir, "gql_node.go"), "c.entflakeNodeType(ctx, id)")
+
+	split := t.TempDir()
+	cfg := &gen.Config{Target: split, Package: "example.com/gentest/ent"}
+	require.NoError(t, entc.Generate("./schema/ok", cfg, entc.Extensions(entgqlExt(t)), func(c *gen.Config) error {
+		c.Templates = append(c.Templates, entext.New().Templates()...)
+		c.Hooks = append(c.Hooks, entext.New().Hooks()...)
+		return nil
+	}))
+	assert.Contains(t, read(t, split, "gql_node.go"), "c.entflakeNodeType(ctx, id)")
+}
+
+// TestSchemaConfigProbe: with ent's sql/schemaconfig feature, each probed
+// table carries the schema of the client's configuration, as ent's own
+// queries of that type do.
+func TestSchemaConfigProbe(t *testing.T) {
+	dir := t.TempDir()
+	cfg := &gen.Config{Target: dir, Package: "example.com/gentest/ent", Features: []gen.Feature{gen.FeatureSchemaConfig}}
+	require.NoError(t, entc.Generate("./schema/ok", cfg, entc.Extensions(entgqlExt(t), entext.New())))
+	code := read(t, dir, "entflake.go")
+	assert.Contains(t, code, `{Name: "User", Table: "users", Schema: c.schemaConfig.User, Column: "id", Snowflake: true}`)
+	assert.Contains(t, code, `{Name: "Legacy", Table: "legacies", Schema: c.schemaConfig.Legacy, Column: "id"}`)
 }

@@ -525,9 +525,9 @@ func entflakeKeepBatchIDs(d string, batch *sqlgraph.BatchCreateSpec) {
 // entflake.FindNodes asks for an id: ids from one sys_sequence pool are
 // unique across every table, so the table that holds an id names its type.
 var entflakeNodeTypeList = []entflake.NodeType{
-	{Name: "T01", Table: "t01s", Column: "id"},
-	{Name: "T02", Table: "t02s", Column: "id"},
-	{Name: "T03", Table: "t03s", Column: "id"},
+	{Name: "T01", Table: "t01s", Column: "id", Snowflake: true},
+	{Name: "T02", Table: "t02s", Column: "id", Snowflake: true},
+	{Name: "T03", Table: "t03s", Column: "id", Snowflake: true},
 }
 
 func entflakeNodeTypes(*config) []entflake.NodeType { return entflakeNodeTypeList }
