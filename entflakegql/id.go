@@ -23,6 +23,7 @@ import (
 	"io"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/99designs/gqlgen/graphql"
 )
@@ -45,9 +46,11 @@ func MarshalID(id int64) graphql.Marshaler {
 // transports decode requests with json.Decoder.UseNumber, so the digits
 // arrive as a json.Number, never through a float64) or an integer literal
 // in the query (gqlparser reads it as an int64). It refuses, wrapping
-// ErrInvalidID: a float64 (it may have lost the id's low bits), any other
-// type, text that is not a decimal integer in int64's range, and ids of 0
-// or below, which no generator issues.
+// ErrInvalidID and naming what was wrong: a float64 (it may have lost the
+// id's low bits), any other type, text with a sign, space, fraction,
+// exponent or leading zero, or beyond int64, and ids of 0 or below, which
+// no generator issues. The binding covers every ID argument, so a filter
+// such as idGT: "0" is refused too: ask for idGTE: "1".
 func UnmarshalID(v any) (int64, error) {
 	var (
 		id  int64
@@ -86,18 +89,31 @@ func UnmarshalID(v any) (int64, error) {
 	return id, nil
 }
 
-// parse reads decimal digits, with no sign, space, fraction or exponent.
+// parse reads decimal digits as MarshalID writes them: no sign, space,
+// fraction, exponent or leading zero (with one, "007" would answer as
+// "7", and a client's cache keyed by the id it asked would miss).
 func parse(s string) (int64, error) {
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return 0, fmt.Errorf("%w: %q is not a decimal integer", ErrInvalidID, s)
-		}
+	bad := func(why string) (int64, error) {
+		return 0, fmt.Errorf("%w: %q %s; an id is written as decimal digits only", ErrInvalidID, s, why)
+	}
+	switch {
+	case s == "":
+		return 0, fmt.Errorf("%w: an empty string", ErrInvalidID)
+	case strings.TrimSpace(s) != s:
+		return bad("has spaces")
+	case s[0] == '+' || s[0] == '-':
+		return bad("has a sign")
+	case strings.ContainsAny(s, "eE") && strings.Trim(s, "0123456789eE.+-") == "":
+		return bad("has an exponent")
+	case strings.Contains(s, ".") && strings.Trim(s, "0123456789.") == "":
+		return bad("has a fraction")
+	case strings.Trim(s, "0123456789") != "":
+		return bad("is not a decimal integer")
+	case s[0] == '0' && len(s) > 1:
+		return bad("has a leading zero")
 	}
 	id, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {
-		if s == "" {
-			return 0, fmt.Errorf("%w: an empty string", ErrInvalidID)
-		}
 		return 0, fmt.Errorf("%w: %q is above the largest int64", ErrInvalidID, s)
 	}
 	return id, nil
