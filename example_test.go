@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"entgo.io/ent/dialect"
+	entsql "entgo.io/ent/dialect/sql"
 	_ "modernc.org/sqlite" // registers the pure-Go "sqlite" driver
 
 	"github.com/entflake/entflake"
@@ -149,4 +150,44 @@ func ExampleGenerator_Check() {
 	// <nil>
 	// true
 	// entflake: not ready (lease released): entflake: NextID: generator closed
+}
+
+// FindNodes is what the Noder and Noders that entext generates for entgql
+// call: one statement asks every node type's table for the ids.
+func ExampleFindNodes() {
+	dir, err := os.MkdirTemp("", "entflake-nodes")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	db, err := sql.Open("sqlite", filepath.Join(dir, "app.db"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer db.Close()
+	for _, stmt := range []string{
+		"CREATE TABLE users (id INTEGER PRIMARY KEY)", "CREATE TABLE pets (id INTEGER PRIMARY KEY)",
+		"INSERT INTO users VALUES (386199493093101568)", "INSERT INTO pets VALUES (386199493093101569)",
+	} {
+		if _, err := db.Exec(stmt); err != nil {
+			log.Fatal(err)
+		}
+	}
+	types := []entflake.NodeType{
+		{Name: "User", Table: "users", Column: "id", Snowflake: true},
+		{Name: "Pet", Table: "pets", Column: "id", Snowflake: true},
+	}
+	ids := []int64{386199493093101569, 386199493093101568, 42}
+	found, err := entflake.FindNodes(context.Background(), entsql.OpenDB(dialect.SQLite, db), nil, types, ids)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, id := range ids {
+		t, err := found.Type(id)
+		fmt.Println(id, t.Name, errors.Is(err, entflake.ErrNodeNotFound))
+	}
+	// Output:
+	// 386199493093101569 Pet false
+	// 386199493093101568 User false
+	// 42  true
 }
