@@ -3,6 +3,7 @@ package entflake
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -71,7 +72,9 @@ func (n Nodes) Type(id int64) (NodeType, error) {
 
 // Parameter limits of one statement: MySQL's and PostgreSQL's protocols
 // count placeholders in 16 bits; SQLite's SQLITE_MAX_VARIABLE_NUMBER is
-// 32766 by default since 3.32.
+// 32766 by default since 3.32. The MySQL probe writes its ids as literals,
+// and keeps to the same count of them, which bounds its size (about 1.3 MB
+// at 20 types, under max_allowed_packet's 16 MB default on MariaDB).
 const (
 	maxParamsMySQL    = 65535
 	maxParamsPostgres = 65535
@@ -82,10 +85,12 @@ const (
 // one statement per chunk of ids: one primary-key probe per type, joined by
 // UNION ALL. Each branch is a bare SELECT (SQLite refuses a parenthesised
 // branch) with no LIMIT of its own; on PostgreSQL the branches share the
-// placeholders $1..$n, elsewhere each repeats them. The ids are chunked so
-// that no statement passes its driver's placeholder limit (65535 on MySQL
-// and PostgreSQL, 32766 on SQLite): one statement in all for up to 3276 ids
-// over 20 types on MySQL.
+// placeholders $1..$n, on SQLite each repeats them, and on MySQL each
+// writes the ids out (see probe). The ids are chunked so that no statement
+// passes its driver's limit (65535 on MySQL and PostgreSQL, 32766 on
+// SQLite; shared by the branches on PostgreSQL, split among them
+// elsewhere): one statement in all for up to 3276 ids over 20 types on
+// MySQL, 65535 on PostgreSQL.
 //
 // With a generator (g may be nil) made WithNodeTypeCache, the ids found in
 // exactly one table, of a Snowflake type, are remembered, and an id
@@ -99,24 +104,6 @@ func FindNodes(ctx context.Context, drv dialect.Driver, g *Generator, types []No
 	n := Nodes{types: types, found: make(map[int64][]int, len(ids))}
 	if len(types) == 0 || len(ids) == 0 {
 		return n, nil
-	}
-	var cache *nodeCache
-	if g != nil {
-		cache = g.nodes
-	}
-	ask := make([]int64, 0, len(ids))
-	for _, id := range ids {
-		if _, seen := n.found[id]; seen {
-			continue
-		}
-		if name, ok := cache.get(id); ok {
-			if i := typeIndex(types, name); i >= 0 {
-				n.found[id] = []int{i}
-				continue
-			}
-		}
-		n.found[id] = nil
-		ask = append(ask, id)
 	}
 	d := drv.Dialect()
 	var limit int
@@ -133,32 +120,28 @@ func FindNodes(ctx context.Context, drv dialect.Driver, g *Generator, types []No
 	if limit == 0 {
 		return n, fmt.Errorf("entflake: find nodes: %d node types pass %s's placeholder limit in one statement", len(types), d)
 	}
+	var cache *nodeCache
+	if g != nil {
+		cache = g.nodes
+	}
+	ask := make([]int64, 0, len(ids))
+	for _, id := range ids {
+		if _, seen := n.found[id]; seen {
+			continue
+		}
+		if name, ok := cache.get(id); ok {
+			if i := slices.IndexFunc(types, func(t NodeType) bool { return t.Name == name }); i >= 0 {
+				n.found[id] = []int{i}
+				continue
+			}
+		}
+		n.found[id] = nil
+		ask = append(ask, id)
+	}
 	for len(ask) > 0 {
 		chunk := ask[:min(limit, len(ask))]
 		ask = ask[len(chunk):]
-		query, args := probe(d, types, chunk)
-		var rows entsql.Rows
-		if err := drv.Query(ctx, query, args, &rows); err != nil {
-			return n, fmt.Errorf("entflake: find nodes: %w", err)
-		}
-		for rows.Next() {
-			var (
-				t  int
-				id int64
-			)
-			if err := rows.Scan(&t, &id); err != nil {
-				rows.Close()
-				return n, fmt.Errorf("entflake: find nodes: %w", err)
-			}
-			if t < 0 || t >= len(types) {
-				rows.Close()
-				return n, fmt.Errorf("entflake: find nodes: the probe answered type %d of %d", t, len(types))
-			}
-			n.found[id] = append(n.found[id], t)
-		}
-		err := rows.Err()
-		rows.Close()
-		if err != nil {
+		if err := n.ask(ctx, drv, chunk); err != nil {
 			return n, fmt.Errorf("entflake: find nodes: %w", err)
 		}
 		for _, id := range chunk {
@@ -170,13 +153,28 @@ func FindNodes(ctx context.Context, drv dialect.Driver, g *Generator, types []No
 	return n, nil
 }
 
-func typeIndex(types []NodeType, name string) int {
-	for i, t := range types {
-		if t.Name == name {
-			return i
-		}
+// ask runs the probe of ids on drv and records which types hold each.
+func (n Nodes) ask(ctx context.Context, drv dialect.Driver, ids []int64) error {
+	query, args := probe(drv.Dialect(), n.types, ids)
+	var rows entsql.Rows
+	if err := drv.Query(ctx, query, args, &rows); err != nil {
+		return err
 	}
-	return -1
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			t  int
+			id int64
+		)
+		if err := rows.Scan(&t, &id); err != nil {
+			return err
+		}
+		if t < 0 || t >= len(n.types) {
+			return fmt.Errorf("the probe answered type %d of %d", t, len(n.types))
+		}
+		n.found[id] = append(n.found[id], t)
+	}
+	return rows.Err()
 }
 
 // probe writes the statement that asks every type's table for ids:
