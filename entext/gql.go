@@ -50,12 +50,12 @@ var gqlPatches = []struct{ old, new, why string }{
 // gqlTemplate is the name of entgql's template of the Node API.
 const gqlTemplate = "gql_node"
 
-// entgqlNode returns the index in g.Templates of the last template set
-// other than the extension's own that defines entgql's gql_node, or -1.
-func entgqlNode(g *gen.Graph) int {
+// lastTemplate returns the index in g.Templates of the last template set
+// that matches, or -1.
+func lastTemplate(g *gen.Graph, match func(*gen.Template) bool) int {
 	at := -1
 	for i, t := range g.Templates {
-		if t.Name() != templateName && t.Lookup(gqlTemplate) != nil {
+		if match(t) {
 			at = i
 		}
 	}
@@ -105,12 +105,9 @@ func setupGQL(g *gen.Graph) error {
 	if !usesGQL(g) {
 		return nil
 	}
-	at, own := entgqlNode(g), -1
-	for i, t := range g.Templates {
-		if t.Name() == templateName {
-			own = i
-		}
-	}
+	// entgql's set: the last other than ours that defines gql_node.
+	at := lastTemplate(g, func(t *gen.Template) bool { return t.Name() != templateName && t.Lookup(gqlTemplate) != nil })
+	own := lastTemplate(g, func(t *gen.Template) bool { return t.Name() == templateName })
 	if own < 0 {
 		return errors.New("entflake: the extension's hook runs, but not its templates: give entc both " +
 			"(entc.Extensions(entext.New()) does), or the generated code lacks what the hook checks for")
