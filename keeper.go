@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/entflake/entflake/internal/lease"
+	"github.com/entflake/entflake/internal/leasetrace"
 	"github.com/entflake/entflake/internal/snowflake"
 )
 
@@ -46,6 +47,8 @@ type keeper struct {
 	floorSeen    bool // a take found the fixed worker id's floor ahead, and the generator stopped
 
 	trip keeperTrip // the tripwire's reports, and the move they call for (tripwire.go)
+
+	trace *leasetrace.Hooks // what the lease was acknowledged, for the chaos suite's oracle; nil: none
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -128,6 +131,7 @@ func (k *keeper) renew(ctx context.Context) time.Duration {
 		}
 		// Raise the limit only now that the database has acknowledged it.
 		k.promise = max(k.promise, promise)
+		k.trace.Emit(leasetrace.Event{Kind: leasetrace.Promised, WorkerID: k.hold.WorkerID, Fence: k.hold.Fence, Promise: k.promise})
 		k.g.g.SetLimit(k.field(k.promise))
 		if k.failures > 0 {
 			k.log.LogAttrs(ctx, slog.LevelInfo, "entflake: lease renewal recovered",
@@ -164,6 +168,7 @@ func (k *keeper) renew(ctx context.Context) time.Duration {
 		// Another instance took the slot, or its row or table is gone:
 		// stop issuing under it at once, then look for another.
 		k.g.g.Stop(fmt.Errorf("entflake: NextID: %w: %w", ErrFenced, err))
+		k.ended(*k.hold, k.epochMs+k.g.g.Highest())
 		k.g.stats.renewalFailures.Add(1)
 		if !k.fenced {
 			k.g.stats.fencings.Add(1) // not already fenced by a promise that ran out
@@ -289,15 +294,25 @@ func (k *keeper) adopt(ctx context.Context, slot lease.Slot) error {
 		k.g.g.Stop(fmt.Errorf("entflake: NextID: %w: worker id %d waits for its floor %s", ErrFenced, slot.WorkerID,
 			time.UnixMilli(slot.Floor).UTC().Format(millisUTC)))
 	}
-	if err := k.waitFloor(ctx, slot, floor); err != nil {
-		k.giveBack(ctx, slot)
-		if errors.Is(err, lease.ErrLost) {
-			return err
+	skip := k.trace.Skip(slot.WorkerID) // a planted breach (leasetrace.Hooks.SkipFloor)
+	if !skip {
+		if err := k.waitFloor(ctx, slot, floor); err != nil {
+			k.giveBack(ctx, slot)
+			if errors.Is(err, lease.ErrLost) {
+				return err
+			}
+			return fmt.Errorf("%w (%v)", &lease.FloorError{WorkerID: slot.WorkerID, Floor: slot.Floor,
+				Ahead: floor.Sub(k.clock.Now())}, err)
 		}
-		return fmt.Errorf("%w (%v)", &lease.FloorError{WorkerID: slot.WorkerID, Floor: slot.Floor,
-			Ahead: floor.Sub(k.clock.Now())}, err)
 	}
-	if err := k.g.g.Switch(slot.WorkerID, k.field(slot.Floor), k.field(slot.Promise)); err != nil {
+	k.trace.Emit(leasetrace.Event{Kind: leasetrace.Held, WorkerID: slot.WorkerID, Fence: slot.Fence,
+		Floor: slot.Floor, Promise: slot.Promise})
+	switchFloor := k.field(slot.Floor)
+	if skip {
+		switchFloor = 0
+	}
+	if err := k.g.g.Switch(slot.WorkerID, switchFloor, k.field(slot.Promise)); err != nil {
+		k.ended(k.req.Holding(slot), slot.Floor-1)
 		k.giveBack(ctx, slot) // closed meanwhile
 		return err
 	}
@@ -450,6 +465,7 @@ func (k *keeper) close() error {
 	}
 	highest := k.g.g.Highest()
 	lastMs := k.epochMs + highest
+	k.ended(*k.hold, lastMs)
 	ctx, cancel := context.WithTimeout(context.Background(), k.hb.Timeout)
 	defer cancel()
 	last := slog.Time("last", time.UnixMilli(lastMs))
@@ -464,6 +480,12 @@ func (k *keeper) close() error {
 	}
 	k.log.LogAttrs(ctx, slog.LevelInfo, "entflake: worker id released", attrs...)
 	return nil
+}
+
+// ended tells the trace, if any, that the generator issues under h no more,
+// and that lastMs is the highest millisecond it issued under it.
+func (k *keeper) ended(h lease.Holding, lastMs int64) {
+	k.trace.Emit(leasetrace.Event{Kind: leasetrace.Ended, WorkerID: h.WorkerID, Fence: h.Fence, Last: lastMs})
 }
 
 // field turns Unix milliseconds into the generator's time field, within

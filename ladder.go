@@ -17,6 +17,7 @@ import (
 
 	"github.com/entflake/entflake/internal/dberr"
 	"github.com/entflake/entflake/internal/lease"
+	"github.com/entflake/entflake/internal/leasetrace"
 	"github.com/entflake/entflake/internal/snowflake"
 	"github.com/entflake/entflake/schema"
 )
@@ -134,6 +135,7 @@ func openDB(ctx context.Context, db *sql.DB, dialectName string, opts []Option) 
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
+	c.trace = leasetrace.From(ctx)
 	if db != nil || dialectName != "" {
 		if err := schema.CheckDialect(dialectName); err != nil {
 			return nil, err
@@ -211,6 +213,7 @@ func openDB(ctx context.Context, db *sql.DB, dialectName string, opts []Option) 
 		g.k.g = g
 	}
 	g.status.Err = reason
+	c.trace.Emit(leasetrace.Event{Kind: leasetrace.Uncoordinated, WorkerID: id, From: c.clock.Now().UnixMilli()})
 	c.logger.LogAttrs(ctx, slog.LevelWarn, "entflake: worker id from fallback hash",
 		slog.String("service", c.service), slog.Int64("worker_id", id), slog.String("source", SourceFallback.String()),
 		slog.String("reason", reason.Error()),
@@ -310,6 +313,7 @@ func (c *config) openExplicit(ctx context.Context, db *sql.DB, dialectName strin
 	// What it issues from now on may repeat a previous holder's, should
 	// registration find a floor above it (see keeper.floorAhead, overlap).
 	k.unregistered = c.clock.Now().UnixMilli()
+	c.trace.Emit(leasetrace.Event{Kind: leasetrace.Uncoordinated, WorkerID: id, From: k.unregistered})
 	c.logger.LogAttrs(ctx, slog.LevelWarn, "entflake: fixed worker id unregistered",
 		append(attrs, slog.String("reason", err.Error()),
 			slog.String("risk", "another live instance with the same worker id would go unnoticed until registration succeeds"))...)
@@ -404,7 +408,7 @@ func (c *config) keeper(db *sql.DB, dialectName, instance string, source Source)
 	hb := c.heartbeat
 	k := &keeper{
 		log: c.logger, hb: hb, source: source, timeout: c.leaseTimeout, clock: c.clock,
-		epochMs: c.epoch.UnixMilli(), lead: c.maxLead,
+		epochMs: c.epoch.UnixMilli(), lead: c.maxLead, trace: c.trace,
 		req: lease.Request{
 			DB: db, Dialect: dialectName, Service: c.service, Instance: instance, Layout: c.layoutTag(),
 			Workers: c.layout.workers(), Now: c.clock.Now, TTL: hb.TTL, Horizon: hb.horizon(), Lead: c.maxLead,

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/entflake/entflake/internal/leasetrace"
 	"github.com/entflake/entflake/schema"
 )
 
@@ -50,11 +51,12 @@ type config struct {
 	maxLead      time.Duration
 	startSpan    int64 // WithRandomSequenceStart; 0: off
 	heartbeat    Heartbeat
-	lifetime     bool     // WithLifetimeLease
-	requireLease bool     // WithRequireLease
-	nodeCache    int      // WithNodeTypeCache
-	errs         []error  // from options that could not even record their value
-	leaseOnly    []string // lease options given, which New rejects
+	lifetime     bool              // WithLifetimeLease
+	requireLease bool              // WithRequireLease
+	nodeCache    int               // WithNodeTypeCache
+	trace        *leasetrace.Hooks // from Open's context (internal/leasetrace); nil: none
+	errs         []error           // from options that could not even record their value
+	leaseOnly    []string          // lease options given, which New rejects
 }
 
 func newConfig(opts []Option) *config {

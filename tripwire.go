@@ -507,6 +507,9 @@ func (k *keeper) tripped(ctx context.Context) {
 func (k *keeper) move(ctx context.Context) time.Duration {
 	from, old := k.trip.worker, k.hold
 	lastMs := k.epochMs + k.g.g.Highest() // fenced: nothing is issued under it any more
+	if old != nil {
+		k.ended(*old, lastMs)
+	}
 	lctx, cancel := context.WithTimeout(ctx, k.timeout)
 	defer cancel()
 	slot, err := k.takeOtherThan(lctx, from)

@@ -97,9 +97,9 @@ func TestChaos(t *testing.T) {
 		if sum.rounds > 1 {
 			t.Logf("all rounds:\n%s", sum)
 		}
-		if sum.dups > 0 || sum.disorder > 0 {
-			t.Errorf("%s: %d duplicate IDs, %d out of order in %d round(s) (seeds from %d; CHAOS_SEED=<seed> CHAOS_ROUND=%v reruns one)",
-				b.Name, sum.dups, sum.disorder, sum.rounds, seed, roundLen)
+		if sum.dups > 0 || sum.disorder > 0 || sum.oracle.Breaches() > 0 {
+			t.Errorf("%s: %d duplicate IDs, %d out of order, %d oracle breaches in %d round(s) (seeds from %d; CHAOS_SEED=<seed> CHAOS_ROUND=%v reruns one)",
+				b.Name, sum.dups, sum.disorder, sum.oracle.Breaches(), sum.rounds, seed, roundLen)
 		}
 	})
 }
@@ -131,6 +131,10 @@ func randomRound(t *testing.T, b dbtest.Backend, seed uint64, procs int, roundLe
 	if v.dups > 0 || v.disorder > 0 {
 		t.Errorf("seed %d on %s: %d duplicate IDs, %d out of order (%d more excluded)", seed, b.Name, v.dups, v.disorder, v.excluded)
 	}
+	if n := v.oracle.Breaches(); n > 0 {
+		t.Errorf("seed %d on %s: the oracle found %d breaches (%d overlaps, %d IDs outside their ranges)",
+			seed, b.Name, n, v.oracle.Overlaps, v.oracle.Outside)
+	}
 	return rep
 }
 
@@ -150,6 +154,8 @@ func (rep *report) merge(o *report) {
 	rep.disorder += o.disorder
 	rep.partial += o.partial
 	rep.opened += o.opened
+	rep.addOracle(verdict{oracle: o.oracle})
+	rep.oracleExcl += o.oracleExcl
 	for k, f := range o.faults {
 		if rep.faults[k] == nil {
 			rep.faults[k] = &tally{}
@@ -281,6 +287,7 @@ func TestExclusions(t *testing.T) {
 				db := b.Fresh(t)
 				r := newRound(t, b, db, ciSeed, rep)
 				r.excluded = append(r.excluded, func(dupGroup) bool { return true })
+				r.excludeAll = true
 				err := ex.run(r)
 				rep.fault(ex.name, err == nil, fmt.Sprint(err))
 				r.quitAll()

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/entflake/entflake"
+	"github.com/entflake/entflake/chaos/internal/oracle"
 	"github.com/entflake/entflake/chaos/internal/wire"
 )
 
@@ -34,6 +36,8 @@ type report struct {
 	errs       map[string]int64 // NextID errors by kind
 	openErrs   map[string]int   // OpenDB errors by kind
 	opened     int
+	oracle     oracle.Result // the history's check (see package oracle); its examples are the first round's
+	oracleExcl int64         // breaches the oracle found in rounds of a documented exclusion
 	scenarios  map[string]*scenTally
 	notes      []string
 	examples   []string
@@ -96,6 +100,11 @@ type dupGroup struct {
 
 // verdict is the check of one round.
 type verdict struct {
+	// oracle is the check of the round's history against the model
+	// (package oracle); oracleExcluded is set in a round of a documented
+	// exclusion, whose breaches are reported apart.
+	oracle                        oracle.Result
+	oracleExcluded                bool
 	ids, dups, excluded, disorder int64
 	streams, partial              int
 	byLabel                       map[string]int64 // duplicates (not excluded) with a stream of that label
@@ -121,6 +130,7 @@ func (r *round) check() verdict {
 		s  int32
 	}
 	byPool := map[string][]rec{}
+	var hist []*oracle.Stream
 	for i, s := range streams {
 		ids, partial, err := wire.ReadIDs(s.file)
 		if errors.Is(err, fs.ErrNotExist) {
@@ -130,6 +140,16 @@ func (r *round) check() verdict {
 			r.t.Errorf("read %s: %v", s.file, err)
 			continue
 		}
+		evs, histPartial, err := wire.ReadHist(s.gs.hist)
+		if err != nil {
+			r.t.Errorf("read %s: %v", s.gs.hist, err)
+		}
+		if histPartial {
+			v.partial++
+		}
+		hist = append(hist, &oracle.Stream{Name: fmt.Sprintf("%s/%s gen %d (%s)", s.label, s.proc, s.spec.ID, s.spec.Service),
+			Pool: s.pool, Layout: oracle.Layout{CS: s.spec.ClockSeqBits, W: s.spec.WorkerBits, S: s.spec.SequenceBits},
+			EpochMs: epochOf(s.spec), IDs: ids, Events: evs})
 		v.streams++
 		if partial {
 			v.partial++
@@ -150,6 +170,7 @@ func (r *round) check() verdict {
 			byPool[s.pool] = append(byPool[s.pool], rec{id, int32(i)})
 		}
 	}
+	v.oracle, v.oracleExcluded = oracle.Check(hist), r.excludeAll
 	for _, recs := range byPool {
 		slices.SortFunc(recs, func(a, b rec) int { return cmp.Compare(a.id, b.id) })
 		for i := 0; i < len(recs); {
@@ -210,6 +231,7 @@ func (rep *report) add(r *round, v verdict, wall time.Duration) {
 	rep.exclusions += v.excluded
 	rep.disorder += v.disorder
 	rep.partial += v.partial
+	rep.addOracle(v)
 	for _, s := range streams {
 		ready, openErr, _, st := s.gs.snapshot()
 		if ready != nil {
@@ -261,6 +283,34 @@ func (rep *report) add(r *round, v verdict, wall time.Duration) {
 	}
 }
 
+// addOracle sums a round's oracle check.
+func (rep *report) addOracle(v verdict) {
+	if v.oracleExcluded {
+		rep.oracleExcl += v.oracle.Breaches()
+		return
+	}
+	o := &rep.oracle
+	o.Holdings += v.oracle.Holdings
+	o.Pairs += v.oracle.Pairs
+	o.Checked += v.oracle.Checked
+	o.Uncoordinated += v.oracle.Uncoordinated
+	o.Overlaps += v.oracle.Overlaps
+	o.Outside += v.oracle.Outside
+	for _, e := range v.oracle.Examples {
+		if len(o.Examples) < 8 {
+			o.Examples = append(o.Examples, e)
+		}
+	}
+}
+
+// epochOf is a spec's epoch in Unix ms.
+func epochOf(s wire.GenSpec) int64 {
+	if s.EpochMs != 0 {
+		return s.EpochMs
+	}
+	return entflake.DefaultEpoch.UnixMilli()
+}
+
 // workerOf is the worker id a generator said it opened with, and the one
 // it last reported if it moved since.
 func workerOf(s *stream) string {
@@ -291,7 +341,16 @@ func (rep *report) String() string {
 		fmt.Fprintf(&b, "; exclusions: %d duplicate(s) a documented exclusion explains (not a pass)", rep.exclusions)
 	}
 	if rep.partial > 0 {
-		fmt.Fprintf(&b, "; %d file(s) end in a partial ID", rep.partial)
+		fmt.Fprintf(&b, "; %d file(s) end in a partial ID or event", rep.partial)
+	}
+	o := rep.oracle
+	fmt.Fprintf(&b, "\n  oracle: %d holdings, %d pairs that could meet; %d IDs in a range held, %d uncoordinated (fallback, unregistered); "+
+		"breaches: %d overlaps, %d outside", o.Holdings, o.Pairs, o.Checked, o.Uncoordinated, o.Overlaps, o.Outside)
+	if rep.oracleExcl > 0 {
+		fmt.Fprintf(&b, "; %d more in rounds of a documented exclusion (not a pass)", rep.oracleExcl)
+	}
+	for _, e := range o.Examples {
+		b.WriteString("\n  oracle: " + e.Kind + ": " + e.Detail)
 	}
 	b.WriteString("\n  faults (applied/drawn):")
 	for _, k := range slices.Sorted(maps.Keys(rep.faults)) {

@@ -100,6 +100,9 @@ type round struct {
 	reserved map[int64]bool // fixed worker ids of the shared pool in use by the schedule
 	nprocs   int
 	excluded []func(d dupGroup) bool // exclusion rules of episodes (see episode.exclude)
+	// excludeAll: the round runs a documented exclusion (TestExclusions):
+	// its oracle's breaches are counted as exclusions too.
+	excludeAll bool
 }
 
 func newRound(t *testing.T, b dbtest.Backend, db *dbtest.DB, seed uint64, rep *report) *round {
@@ -162,6 +165,7 @@ type incarnation struct {
 type genState struct {
 	spec wire.GenSpec
 	file string
+	hist string // its lease's history (wire.HistFile), for the oracle
 
 	mu      sync.Mutex
 	opening time.Time // when the child called OpenDB (its clock)
@@ -378,7 +382,8 @@ func (p *proc) open(specs ...wire.GenSpec) []*genState {
 			// issues in the same pattern.
 			specs[i].Seed = p.r.seed ^ fnv64(fmt.Sprintf("%s-g%d", in.name, specs[i].ID))
 		}
-		g := &genState{spec: specs[i], file: wire.IDFile(p.r.dir, in.name, specs[i].ID)}
+		g := &genState{spec: specs[i], file: wire.IDFile(p.r.dir, in.name, specs[i].ID),
+			hist: wire.HistFile(p.r.dir, in.name, specs[i].ID)}
 		p.specs[specs[i].ID] = specs[i]
 		in.mu.Lock()
 		in.gens[specs[i].ID] = g

@@ -76,6 +76,10 @@ func TestScenarios(t *testing.T) {
 						t.Errorf("scenario %s (hole %d) seed %d on %s: %d duplicate IDs, %d out of order (%d more excluded)",
 							sc.name, sc.hole, s, b.Name, v.dups, v.disorder, v.excluded)
 					}
+					if n := v.oracle.Breaches(); n > 0 {
+						t.Errorf("scenario %s (hole %d) seed %d on %s: the oracle found %d breaches",
+							sc.name, sc.hole, s, b.Name, n)
+					}
 				}
 			})
 		})

@@ -39,6 +39,7 @@ import (
 
 	"github.com/entflake/entflake"
 	"github.com/entflake/entflake/chaos/internal/wire"
+	"github.com/entflake/entflake/internal/leasetrace"
 )
 
 func main() {
@@ -110,6 +111,8 @@ type gen struct {
 	g       *entflake.Generator
 	db      *sql.DB
 	f       *os.File
+	hist    *os.File // the lease's history (wire.HistFile)
+	histMu  sync.Mutex
 	written atomic.Int64
 	errs    map[string]*atomic.Int64
 	closing atomic.Bool
@@ -179,6 +182,8 @@ func (c *child) open(specs []wire.GenSpec) {
 			db.SetMaxOpenConns(3)
 			db.SetMaxIdleConns(1)
 			opts := c.options(s)
+			x := c.newGen(s, db)
+			ctx := leasetrace.With(context.Background(), x.hooks())
 			ready.Done()
 			for !start.Load() {
 				runtime.Gosched()
@@ -187,13 +192,15 @@ func (c *child) open(specs []wire.GenSpec) {
 			// call OpenDB within microseconds of each other, not a write(2)
 			// apart.
 			go c.emit(wire.Event{Ev: "opening", Gen: s.ID, At: time.Now().UnixNano()})
-			g, err := entflake.OpenDB(context.Background(), db, c.plan.Dialect, opts...)
+			g, err := entflake.OpenDB(ctx, db, c.plan.Dialect, opts...)
 			if err != nil {
 				db.Close()
+				x.f.Close()
+				x.hist.Close()
 				c.emit(wire.Event{Ev: "openerr", Gen: s.ID, Kind: openKind(err), Err: err.Error()})
 				return
 			}
-			c.start(s, g, db)
+			c.start(x, g)
 		})
 	}
 	ready.Wait()
@@ -240,22 +247,58 @@ func errKind(err error) string {
 	return "other"
 }
 
-func (c *child) start(s wire.GenSpec, g *entflake.Generator, db *sql.DB) {
-	f, err := os.OpenFile(wire.IDFile(c.plan.Dir, c.plan.Name, s.ID), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "chaos child:", err)
-		os.Exit(2)
+// newGen makes a generator's files before it opens: its lease's history
+// is written from within OpenDB on.
+func (c *child) newGen(s wire.GenSpec, db *sql.DB) *gen {
+	open := func(path string) *os.File {
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "chaos child:", err)
+			os.Exit(2)
+		}
+		return f
 	}
-	x := &gen{spec: s, g: g, db: db, f: f, errs: map[string]*atomic.Int64{}, done: make(chan struct{}),
-		closed: make(chan struct{})}
+	x := &gen{spec: s, db: db, f: open(wire.IDFile(c.plan.Dir, c.plan.Name, s.ID)),
+		hist: open(wire.HistFile(c.plan.Dir, c.plan.Name, s.ID)), errs: map[string]*atomic.Int64{},
+		done: make(chan struct{}), closed: make(chan struct{})}
 	for _, k := range wire.ErrorKinds {
 		x.errs[k] = new(atomic.Int64)
 	}
+	return x
+}
+
+// hooks are the generator's lease trace: each event is written to its
+// history file at once, with one write(2), before the generator relies on
+// it, with the count of IDs written so far (wire.HistEvent).
+func (x *gen) hooks() *leasetrace.Hooks {
+	h := &leasetrace.Hooks{Event: func(e leasetrace.Event) {
+		b, err := json.Marshal(wire.HistEvent{K: string(e.Kind), W: e.WorkerID, F: e.Fence, Floor: e.Floor, P: e.Promise,
+			Last: e.Last, From: e.From, N: x.written.Load()})
+		if err != nil {
+			panic(err)
+		}
+		x.histMu.Lock()
+		defer x.histMu.Unlock()
+		if _, err := x.hist.Write(append(b, '\n')); err != nil {
+			fmt.Fprintln(os.Stderr, "chaos child: write history:", err)
+			os.Exit(2)
+		}
+	}}
+	if x.spec.SkipFloor {
+		// The planted breach: the first slot held skips its floor.
+		var once atomic.Bool
+		h.SkipFloor = func(int64) bool { return once.CompareAndSwap(false, true) }
+	}
+	return h
+}
+
+func (c *child) start(x *gen, g *entflake.Generator) {
+	x.g = g
 	l := g.Lease()
 	c.mu.Lock()
-	c.gens[s.ID] = x
+	c.gens[x.spec.ID] = x
 	c.mu.Unlock()
-	c.emit(wire.Event{Ev: "ready", Gen: s.ID, Worker: g.WorkerID(), Source: l.Source.String(), State: l.State.String(),
+	c.emit(wire.Event{Ev: "ready", Gen: x.spec.ID, Worker: g.WorkerID(), Source: l.Source.String(), State: l.State.String(),
 		Instance: g.Instance()})
 	go x.issue()
 }
@@ -349,6 +392,7 @@ func (c *child) close(id int) {
 	err := x.g.Close()
 	<-x.done
 	x.f.Close()
+	x.hist.Close()
 	x.db.Close()
 	close(x.closed)
 	e := wire.Event{Ev: "closed", Gen: id, Stats: x.stats()}

@@ -5,7 +5,9 @@
 package wire
 
 import (
+	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -61,6 +63,10 @@ type GenSpec struct {
 	BurstMs int64
 	// Seed drives the generator's issuing pattern (batch sizes).
 	Seed uint64
+	// SkipFloor plants a breach: the first slot the generator holds skips
+	// its floor (leasetrace.Hooks.SkipFloor). Only the oracle's own test
+	// sets it.
+	SkipFloor bool `json:",omitempty"`
 }
 
 // Command is a line the parent writes to a child.
@@ -131,4 +137,52 @@ func ReadIDs(path string) (ids []int64, partial bool, err error) {
 		ids[i] = int64(binary.LittleEndian.Uint64(b[8*i:]))
 	}
 	return ids, len(b)%8 != 0, nil
+}
+
+// HistFile is the history file of generator gen of the incarnation name:
+// what its lease was acknowledged, one HistEvent a line, each written with
+// one write(2) before the generator relies on it (see
+// internal/leasetrace), so that a SIGKILL never leaves an ID in the ID
+// file whose range is missing here.
+func HistFile(dir, name string, gen int) string {
+	return filepath.Join(dir, fmt.Sprintf("%s-g%d.hist", name, gen))
+}
+
+// HistEvent is a leasetrace.Event as a child records it, with N: how many
+// IDs the generator had written to its ID file when it was reported. An
+// ID at position N or later may rely on the event; one before it was
+// issued before the event and may not.
+type HistEvent struct {
+	// K is the event's kind: "held", "promised", "ended" or
+	// "uncoordinated" (leasetrace.Kind).
+	K string
+	// W and F are the worker id and the slot's fence.
+	W, F int64 `json:",omitempty"`
+	// Floor, P (promise), Last and From are Unix ms, as in
+	// leasetrace.Event.
+	Floor, P, Last, From int64 `json:",omitempty"`
+	N                    int64
+}
+
+// ReadHist reads a history file. A last line cut short by a SIGKILL
+// mid-write (which a single write(2) of a short line to a regular file does
+// not do in practice) is dropped and reported.
+func ReadHist(path string) (evs []HistEvent, partial bool, err error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, false, err
+	}
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			return evs, true, nil
+		}
+		var e HistEvent
+		if err := json.Unmarshal(b[:i], &e); err != nil {
+			return nil, false, fmt.Errorf("%s: %w", path, err)
+		}
+		evs = append(evs, e)
+		b = b[i+1:]
+	}
+	return evs, false, nil
 }
