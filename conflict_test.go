@@ -56,7 +56,11 @@ func TestSerializationFailuresRetried(t *testing.T) {
 			// claim.
 			assert.Equal(t, int64(forcedFailures+1024+1), take.Calls(t), "the failures happened, then the take went through")
 			w := g.WorkerID()
-			assert.Equal(t, pgSlot{fence: 1, beats: 1, expires: readPgSlot(t, db, w).expires, instance: g.Instance()}, readPgSlot(t, db, w))
+			first := readPgSlot(t, db, w)
+			// Made at the database's clock in ms times 1000 (the row's
+			// incarnation), and claimed once.
+			assert.Equal(t, int64(1), first.beats%1000, "one write since the row was made")
+			assert.Equal(t, pgSlot{fence: 1, beats: first.beats, expires: first.expires, instance: g.Instance()}, first)
 			take.Remove(t)
 
 			// Renewals: wait for one that began after the failures were

@@ -32,7 +32,6 @@ type keeper struct {
 
 	hold    *lease.Holding // the slot held, or nil
 	promise int64          // the highest promise acknowledged for it, Unix ms
-	private bool           // the slot needs no renewal (SQLite in memory)
 
 	failures int  // renewals or takes failed in a row
 	fenced   bool // the promise was reached during this run of failures
@@ -57,9 +56,6 @@ type keeper struct {
 // start runs the keeper in the background on its own context, not Open's:
 // it outlives Open, and ends with close.
 func (k *keeper) start() {
-	if k.private && k.hold != nil {
-		return // nobody else can reach the database: nothing to renew
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	k.cancel, k.done = cancel, make(chan struct{})
 	k.trip.reports = make(chan struct{}, 1)
@@ -321,10 +317,7 @@ func (k *keeper) adopt(ctx context.Context, slot lease.Slot) error {
 	k.hold, k.promise = &h, slot.Promise
 	k.g.update(func(s *LeaseStatus) {
 		s.Source, s.State, s.Fence, s.Renewed, s.Err = k.source, LeaseHeld, slot.Fence, time.Now(), nil
-		s.Promise = time.Time{}
-		if !k.private {
-			s.Promise = time.UnixMilli(slot.Promise)
-		}
+		s.Promise = time.UnixMilli(slot.Promise)
 	})
 	return nil
 }
@@ -357,7 +350,7 @@ func (k *keeper) waitFloor(ctx context.Context, slot lease.Slot, floor time.Time
 				floor.Sub(k.clock.Now()).Round(time.Millisecond), ctx.Err())
 		case <-t.C:
 		}
-		if k.private || time.Since(renewed) < k.hb.Interval {
+		if time.Since(renewed) < k.hb.Interval {
 			continue
 		}
 		renewed = time.Now()

@@ -415,6 +415,13 @@ func (c *config) keeper(db *sql.DB, dialectName, instance string, source Source)
 		},
 	}
 	k.req.Deleted = func(d lease.Deleted) {
+		if len(d.WorkerIDs) == 0 {
+			k.log.LogAttrs(context.Background(), slog.LevelError, "entflake: pool rows found missing or unreadable",
+				slog.String("service", c.service), slog.Any("rows", d.Markers), slog.Time("floor", d.Until),
+				slog.String("effect", "slot rows may have been deleted unseen, or a layout's floor lost: rows made until "+
+					"the floor issue only above it, and the layout cannot change before then"))
+			return
+		}
 		k.log.LogAttrs(context.Background(), slog.LevelError, "entflake: slot rows found deleted",
 			slog.String("service", c.service), slog.Int("rows", len(d.WorkerIDs)),
 			slog.Int64("first_worker_id", d.WorkerIDs[0]), slog.Int64("last_worker_id", d.WorkerIDs[len(d.WorkerIDs)-1]),
@@ -439,14 +446,10 @@ func (c *config) layoutTag() string {
 func (c *config) openLease(ctx context.Context, k *keeper) (*Generator, error) {
 	lctx, cancel := context.WithTimeout(ctx, c.leaseTimeout)
 	defer cancel()
-	private, err := lease.Private(lctx, k.req.DB, k.req.Dialect)
-	if err != nil {
-		return nil, err
-	}
-	k.private, k.req.Forever = private, private
 	var (
 		g    *Generator
 		slot lease.Slot
+		err  error
 		req  = k.req
 	)
 	for {
@@ -502,10 +505,7 @@ func (c *config) openLease(ctx context.Context, k *keeper) (*Generator, error) {
 		c.logger.LogAttrs(ctx, slog.LevelWarn, "entflake: took over slot of same pod",
 			append(attrs, slog.String("previous", slot.Previous))...)
 	}
-	promise := "none"
-	if !private {
-		promise = time.UnixMilli(slot.Promise).UTC().Format(millisUTC)
-	}
+	promise := time.UnixMilli(slot.Promise).UTC().Format(millisUTC)
 	msg := "entflake: worker id leased"
 	if req.Explicit {
 		msg = "entflake: fixed worker id registered" // its slot holds it, as a lease would

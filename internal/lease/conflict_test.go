@@ -106,7 +106,11 @@ func TestSerializationFailuresRetried(t *testing.T) {
 			require.NoError(t, db.QueryRow("SELECT worker_id FROM sys_sequence WHERE service_name = '__slots__'").Scan(&made))
 			assert.Equal(t, int64(1024), made)
 			got := slotOf(t, db.DB, slot.WorkerID)
-			assert.Equal(t, slotState{fence: 1, beats: 1, expires: got.expires, promise: slot.Promise, instance: r.Instance}, got)
+			// Made at the database's clock in ms times 1000 (its
+			// incarnation), then claimed once.
+			assert.Equal(t, int64(1), got.beats%1000, "one write since the row was made")
+			assert.Greater(t, got.beats, time.Now().Add(-time.Minute).UnixMilli()*1000)
+			assert.Equal(t, slotState{fence: 1, beats: got.beats, expires: got.expires, promise: slot.Promise, instance: r.Instance}, got)
 		})
 		t.Run("claim/"+at.String(), func(t *testing.T) {
 			db := dbtest.PostgresLeaseTables(t)

@@ -71,9 +71,13 @@ type Request struct {
 	// Lead is how far ahead of its clock the holder may issue (a burst's
 	// lead): a floor ahead of the clock by no more than that needs no wait.
 	Lead time.Duration
-	// Forever takes a slot that never expires and promises without limit:
-	// for a database no other process can reach (SQLite in memory). Release
-	// still frees it.
+	// Forever takes a slot that never expires and promises without limit;
+	// Release still frees it. It records a TTL that never runs out in the
+	// pool's '__slots__' row: should its row be deleted, no row made again
+	// starts below it (rows made while it may live are never free). TTL 0
+	// sets it. entflake's Open never does: a database the process can
+	// reach from two handles (SQLite's shared cache) needs renewals like
+	// any other.
 	Forever bool
 	// Explicit takes WorkerID and no other.
 	Explicit bool

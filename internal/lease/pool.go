@@ -134,6 +134,7 @@ func layoutEpochMs(layout string) (int64, bool) {
 type markers struct {
 	hasLayout, hasSlots bool
 	layoutText          string
+	layoutTTL           int64 // '__layout__''s worker_id: the longest TTL (ttlCopy)
 	made                int64
 	slotsText           string
 	nowMs               int64
@@ -186,6 +187,16 @@ func (s *session) lockedOnce(ctx context.Context, workerID int64, decide func(ro
 	if err != nil {
 		return Slot{}, false, err
 	}
+	// What the pool's rows said before any is put back: a row missing, or
+	// one whose value cannot be read (NULL, edited), has lost what it knew
+	// (rule 2 of statements.go).
+	var lost []string
+	if !m.hasLayout || !knownLayout(m.layoutText) {
+		lost = append(lost, schema.LayoutService)
+	}
+	if !m.hasSlots || m.made < 0 || parseSlots(m.slotsText).ttl <= 0 {
+		lost = append(lost, schema.SlotsService)
+	}
 	if !m.hasLayout || !m.hasSlots {
 		if _, err := s.x.ExecContext(ctx, s.q.seedMarkers); err != nil {
 			return Slot{}, false, fmt.Errorf("seed the pool's rows: %w", err)
@@ -198,8 +209,14 @@ func (s *session) lockedOnce(ctx context.Context, workerID int64, decide func(ro
 		}
 	}
 	st := parseSlots(m.slotsText)
+	// The longest TTL is kept in both rows (in '__layout__', its
+	// worker_id): one deleted or edited, the other still knows it.
+	st.ttl = max(st.ttl, m.layoutTTL)
 	made, writeSlots := m.made, false
-	if ttl := s.r.ttlMs(); !s.r.Forever && st.ttl < ttl {
+	if ttl := s.r.ttlMs(); st.ttl < ttl {
+		// A Forever take records a TTL that never runs out: its slot is
+		// never renewed, so a deletion of its row is never found by its
+		// holder, and a row made again must never start below it.
 		st.ttl, writeSlots = ttl, true
 	}
 	// Rows deleted since the last count are seen before anything else is
@@ -208,17 +225,24 @@ func (s *session) lockedOnce(ctx context.Context, workerID int64, decide func(ro
 	if err := s.x.QueryRowContext(ctx, s.q.countRows).Scan(&count, &nowMs); err != nil {
 		return Slot{}, false, fmt.Errorf("count the slot rows: %w", err)
 	}
-	if made < 0 {
-		made, writeSlots = count, true
-	}
-	if s.deficit(&st, &made, count, nowMs) {
-		writeSlots = true
-	}
-	writeSlotsRow := func() error {
-		if _, err := s.x.ExecContext(ctx, s.q.writeMarker, made, st.String(), schema.SlotsService); err != nil {
-			return fmt.Errorf("write the pool's slot count: %w", err)
+	switch {
+	case len(lost) > 0 && count > 0:
+		// A pool's row lost beside slot rows that exist: rows may have been
+		// deleted unseen, and the layout's floor may be gone. Rows made
+		// from now on start above the worst case.
+		worst, err := s.worstCase(ctx, nowMs, st.ttl)
+		if err != nil {
+			return Slot{}, false, err
 		}
-		return nil
+		st.until, made, writeSlots = max(st.until, worst), count, true
+		s.deleted = append(s.deleted, Deleted{Markers: lost, Until: time.UnixMilli(st.until)})
+	case made < count:
+		// Rows this count did not know of: another instance made them (an
+		// older entflake, which does not count), or the count was lost.
+		// Count them, so that their deletion is seen.
+		made, writeSlots = count, true
+	case s.deficit(&st, &made, count, nowMs):
+		writeSlots = true
 	}
 	wrote := false
 	if layout, _ := parseLayout(m.layoutText); layout != s.r.Layout {
@@ -226,7 +250,7 @@ func (s *session) lockedOnce(ctx context.Context, workerID int64, decide func(ro
 		if errors.Is(err, ErrLayout) {
 			// Refused, after nothing but reads: keep what the count found.
 			if writeSlots {
-				if err := writeSlotsRow(); err != nil {
+				if err := s.writePoolRows(ctx, made, st, m.layoutText, m.layoutTTL); err != nil {
 					return Slot{}, false, err
 				}
 			}
@@ -239,10 +263,7 @@ func (s *session) lockedOnce(ctx context.Context, workerID int64, decide func(ro
 		if err != nil {
 			return Slot{}, false, err
 		}
-		if _, err := s.x.ExecContext(ctx, s.q.writeMarker, 0, layoutText(s.r.Layout, floor), schema.LayoutService); err != nil {
-			return Slot{}, false, fmt.Errorf("write the pool's layout: %w", err)
-		}
-		m.layoutText, wrote = layoutText(s.r.Layout, floor), true
+		m.layoutText, m.layoutTTL, wrote = layoutText(s.r.Layout, floor), -1, true // -1: write it
 	}
 	w, err := s.read(ctx, workerID, nil)
 	if err != nil {
@@ -254,8 +275,8 @@ func (s *session) lockedOnce(ctx context.Context, workerID int64, decide func(ro
 		}
 		writeSlots = true
 	}
-	if writeSlots {
-		if err := writeSlotsRow(); err != nil {
+	if writeSlots || wrote || m.layoutTTL != ttlCopy(st.ttl) {
+		if err := s.writePoolRows(ctx, made, st, m.layoutText, m.layoutTTL); err != nil {
 			return Slot{}, false, err
 		}
 		wrote = true
@@ -293,6 +314,108 @@ func (s *session) lockedOnce(ctx context.Context, workerID int64, decide func(ro
 	}
 	s.deleted = nil
 	return slot, took, derr
+}
+
+// writePoolRows writes the pool's two rows: '__slots__' with the count of
+// rows made and st, and '__layout__' with layout (its text) and, in its
+// worker_id, the longest TTL (ttlCopy), where that differs from was (its
+// worker_id as read; -1 to write it in any case).
+func (s *session) writePoolRows(ctx context.Context, made int64, st slots, layout string, was int64) error {
+	if _, err := s.x.ExecContext(ctx, s.q.writeMarker, made, st.String(), schema.SlotsService); err != nil {
+		return fmt.Errorf("write the pool's slot count: %w", err)
+	}
+	if ttl := ttlCopy(st.ttl); was != ttl {
+		if _, err := s.x.ExecContext(ctx, s.q.writeMarker, ttl, layout, schema.LayoutService); err != nil {
+			return fmt.Errorf("write the pool's layout: %w", err)
+		}
+	}
+	return nil
+}
+
+// ttlCopy is the longest TTL as the '__layout__' row keeps it, in its
+// worker_id (a 32-bit INT): ms, at most maxTTLCopy, which stands for "at
+// least that" (a Forever slot's TTL never runs out).
+func ttlCopy(ttl int64) int64 { return min(max(ttl, 0), maxTTLCopy) }
+
+// maxTTLCopy is the largest TTL (ms) the '__layout__' row can keep: about
+// 24.8 days, beyond any heartbeat's TTL (at most a day).
+const maxTTLCopy = 1<<31 - 1
+
+// worstCase is what rows made from now on must start above when a pool's
+// row was lost (rule 2 of statements.go): the database's clock (nowMs)
+// plus the longest TTL known (ttl, or what a live slot has left, if
+// longer), and every promise in the table, in this take's time frame.
+func (s *session) worstCase(ctx context.Context, nowMs, ttl int64) (int64, error) {
+	if ttl >= maxTTLCopy {
+		ttl = foreverMs // a Forever holder's, or one too long to tell apart
+	}
+	mine, ok := layoutEpochMs(s.r.Layout)
+	if !ok {
+		return 0, fmt.Errorf("layout %q has no epoch", s.r.Layout)
+	}
+	groups, err := s.layoutGroups(ctx)
+	if err != nil {
+		return 0, err
+	}
+	// Rows never held carry no layout: their promise is in the time frame
+	// of whichever layout made them, taken as the earliest epoch in sight.
+	low := mine
+	for _, g := range groups {
+		if e, ok := layoutEpochMs(g.layout); ok {
+			low = min(low, e)
+		}
+	}
+	worst := nowMs + ttl
+	for _, g := range groups {
+		if g.maxExpires < foreverMs {
+			worst = max(worst, g.maxExpires) // a live slot's expiry: at least its TTL from its last write
+		}
+		e, ok := layoutEpochMs(g.layout)
+		if !ok {
+			e = low
+		}
+		worst = max(worst, g.maxPromise-e+mine)
+	}
+	return worst, nil
+}
+
+// layoutGroup is what the slot rows of one layout (or none) say.
+type layoutGroup struct {
+	layout                 string // "" for rows never held
+	maxPromise, maxExpires int64
+}
+
+// layoutGroups reads the highest promise and expiry of the slot rows of
+// each layout.
+func (s *session) layoutGroups(ctx context.Context) ([]layoutGroup, error) {
+	rows, err := s.x.QueryContext(ctx, s.q.layoutMax)
+	if err != nil {
+		return nil, fmt.Errorf("read the slots' promises: %w", err)
+	}
+	defer rows.Close()
+	var out []layoutGroup
+	for rows.Next() {
+		var (
+			l    sql.NullString
+			p, x sql.NullInt64
+		)
+		if err := rows.Scan(&l, &p, &x); err != nil {
+			return nil, fmt.Errorf("read the slots' promises: %w", err)
+		}
+		out = append(out, layoutGroup{layout: l.String, maxPromise: p.Int64, maxExpires: x.Int64})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the slots' promises: %w", err)
+	}
+	return out, nil
+}
+
+// knownLayout reports whether a '__layout__' text names a layout and its
+// epoch.
+func knownLayout(t string) bool {
+	layout, _ := parseLayout(t)
+	_, ok := layoutEpochMs(layout)
+	return ok
 }
 
 // beginLocked starts the locked take's transaction on the pinned
@@ -373,7 +496,7 @@ func (s *session) lockMarkers(ctx context.Context) (markers, error) {
 		}
 		switch name {
 		case schema.LayoutService:
-			m.hasLayout, m.layoutText = true, text.String
+			m.hasLayout, m.layoutText, m.layoutTTL = true, text.String, workerID
 		case schema.SlotsService:
 			m.hasSlots, m.made, m.slotsText = true, workerID, text.String
 		}
@@ -387,19 +510,22 @@ func (s *session) lockMarkers(ctx context.Context) (markers, error) {
 // changeLayout moves the pool from layout old to the take's, holding the
 // pool's rows: no slot of another layout may be live, and every ID of the
 // new layout must be above every ID any old layout can have issued, in
-// the time field that the two share: the floor it returns (Unix ms of the
-// new layout) is one above the highest time field of the promise of any
-// slot of another layout, moved to the new epoch. An epoch moved later
-// shifts it by the difference: the same time field means a later instant.
-// Every slot row takes the new layout and that floor less one as its
-// promise (see sqlText.convert); rows made later take the floor from the
-// layout row.
+// the time field that the two share: every slot row of another layout
+// takes a floor (Unix ms of the new layout) one above the highest time
+// field of the promise of any such row, moved to the new epoch. An epoch
+// moved later shifts it by the difference: the same time field means a
+// later instant. Every slot row takes the new layout and that floor less
+// one as its promise (see sqlText.convert). The floor it returns is for
+// rows made later, and is one above every promise in the table, of any
+// layout, this take's included: old is what the '__layout__' row said,
+// and when it was lost (missing, unreadable) or disagrees with the rows,
+// what it knew of the floor is gone, and the table's promises are what
+// survives of it (rule 2 of statements.go).
+//
+// A '__layout__' row lost beside rows that all have this take's layout
+// (or none) is put back, not changed: the layout stays what the rows say,
+// and a change's refusal after rows were found deleted does not apply.
 func (s *session) changeLayout(ctx context.Context, old string, st slots, nowMs int64) (int64, error) {
-	if st.until > nowMs {
-		return 0, fmt.Errorf("%w: ours is %q; slot rows were found deleted, and their holders may be live until %s: "+
-			"the pool's layout (%q) cannot change before then", ErrLayout, s.r.Layout,
-			time.UnixMilli(st.until).UTC().Format(time.RFC3339Nano), old)
-	}
 	// Lock every row of another layout, live or not: a renewal of one that
 	// is in flight (its UPDATE done, its COMMIT not) holds the row, and a
 	// read that judged the row by its expiry would not wait for it
@@ -422,6 +548,19 @@ func (s *session) changeLayout(ctx context.Context, old string, st slots, nowMs 
 	case !errors.Is(err, sql.ErrNoRows):
 		return 0, fmt.Errorf("look for live slots of another layout: %w", err)
 	}
+	groups, err := s.layoutGroups(ctx)
+	if err != nil {
+		return 0, err
+	}
+	repair := !knownLayout(old)
+	for _, g := range groups {
+		repair = repair && (g.layout == "" || g.layout == s.r.Layout)
+	}
+	if st.until > nowMs && !repair {
+		return 0, fmt.Errorf("%w: ours is %q; slot rows were found deleted, and their holders may be live until %s: "+
+			"the pool's layout (%q) cannot change before then", ErrLayout, s.r.Layout,
+			time.UnixMilli(st.until).UTC().Format(time.RFC3339Nano), old)
+	}
 	mine, ok := layoutEpochMs(s.r.Layout)
 	if !ok {
 		return 0, fmt.Errorf("layout %q has no epoch", s.r.Layout)
@@ -432,44 +571,34 @@ func (s *session) changeLayout(ctx context.Context, old string, st slots, nowMs 
 	if !ok {
 		oldEpoch = mine
 	}
-	rows, err := s.x.QueryContext(ctx, s.q.layoutMax)
-	if err != nil {
-		return 0, fmt.Errorf("read the slots' promises: %w", err)
-	}
-	defer rows.Close()
-	top := int64(-1) // the highest time field of any promise
-	for rows.Next() {
-		var (
-			l sql.NullString
-			p sql.NullInt64
-		)
-		if err := rows.Scan(&l, &p); err != nil {
-			return 0, fmt.Errorf("read the slots' promises: %w", err)
-		}
-		if l.String == s.r.Layout {
-			// Rows of this layout floor their own next holders, in this
-			// layout's time frame.
-			continue
-		}
+	top, all := int64(-1), int64(-1) // the highest time field of any promise: of other layouts, of all
+	for _, g := range groups {
 		// Rows never held (no layout) have the promise they were made with:
 		// above the IDs of deleted rows' holders, in the old layout's time
 		// frame.
-		epoch, ok := layoutEpochMs(l.String)
+		epoch, ok := layoutEpochMs(g.layout)
 		if !ok {
 			epoch = oldEpoch
 		}
-		if p.Valid && p.Int64 > 0 {
-			top = max(top, p.Int64-epoch)
+		if g.maxPromise <= 0 {
+			continue
+		}
+		all = max(all, g.maxPromise-epoch)
+		if g.layout != s.r.Layout {
+			// Rows of this layout floor their own next holders, in this
+			// layout's time frame.
+			top = max(top, g.maxPromise-epoch)
 		}
 	}
-	if err := rows.Err(); err != nil {
-		return 0, fmt.Errorf("read the slots' promises: %w", err)
-	}
-	rows.Close()
 	if st.until > 0 {
 		// Holders of rows found deleted, whose rows may not have been made
 		// again, issued (in the old layout) up to until at most.
 		top = max(top, st.until-oldEpoch)
+	}
+	if repair {
+		// Nothing to move: the rows keep their promises, which floor their
+		// next holders, and rows made later start above all of them.
+		return max(all+mine+1, 0), nil
 	}
 	floor := int64(0)
 	if top >= 0 {
@@ -485,29 +614,41 @@ func (s *session) changeLayout(ctx context.Context, old string, st slots, nowMs 
 	if _, err := s.x.ExecContext(ctx, s.q.convert, l, l, below, below, l, l, l, l, l, below); err != nil {
 		return 0, fmt.Errorf("move the slots to the new layout: %w", err)
 	}
+	if all >= 0 {
+		floor = max(floor, all+mine+1)
+	}
 	return floor, nil
 }
 
 // makeRows makes the missing rows of the chunk that workerID is in, free
 // and never held, and returns the new count of rows made (made is the count
-// so far). The chunk's rows, the count of all rows and the database's clock
-// are read in one statement, one snapshot: a row deleted after it is left
-// missing, and found by the next count. Rows are made with a promise of at
-// least the pool's until (see deficit): above any promise a lost holder of
-// a deleted row can have had, whichever chunk its row was in; once until has
-// passed, that costs no wait.
+// so far). The chunk's rows, the count of all rows, their lowest promise
+// and the database's clock are read in one statement, one snapshot: a row
+// deleted after it is left missing, and found by the next count. Rows are
+// made with a promise of at least the pool's until (see deficit): above
+// any promise a lost holder of a deleted row can have had, whichever chunk
+// its row was in; once until has passed, that costs no wait. And at least
+// the layout's floor less one, from the '__layout__' row (layoutRow), and
+// the lowest promise of any row: a change of layout gives every row at
+// least its floor less one, and no write lowers a promise below that, so
+// the rows remember the floor should the '__layout__' row lose it (an edit
+// that leaves it readable). The lowest promise is most often a row never
+// held, at 0, or a release long past: it costs nothing.
 func (s *session) makeRows(ctx context.Context, workerID, made int64, st *slots, layoutRow string) (int64, error) {
 	lo := workerID - workerID%chunkRows
 	hi := min(lo+chunkRows, s.r.Workers) - 1
 	have := map[int64]bool{}
-	var count, nowMs int64
+	var (
+		count, nowMs int64
+		lowest       sql.NullInt64
+	)
 	rows, err := s.x.QueryContext(ctx, fmt.Sprintf(s.q.chunkRows, lo, hi))
 	if err != nil {
 		return 0, fmt.Errorf("read the chunk's slot rows: %w", err)
 	}
 	for rows.Next() {
 		var id sql.NullInt64
-		if err := rows.Scan(&id, &count, &nowMs); err != nil {
+		if err := rows.Scan(&id, &count, &lowest, &nowMs); err != nil {
 			rows.Close()
 			return 0, fmt.Errorf("read the chunk's slot rows: %w", err)
 		}
@@ -520,9 +661,13 @@ func (s *session) makeRows(ctx context.Context, workerID, made int64, st *slots,
 		return 0, fmt.Errorf("read the chunk's slot rows: %w", err)
 	}
 	rows.Close()
-	s.deficit(st, &made, count, nowMs)
+	if count > made {
+		made = count // rows another instance made (see lockedOnce)
+	} else {
+		s.deficit(st, &made, count, nowMs)
+	}
 	_, layoutFloor := parseLayout(layoutRow)
-	promise := max(layoutFloor-1, st.until, 0)
+	promise := max(layoutFloor-1, st.until, lowest.Int64, 0)
 	var (
 		b       strings.Builder
 		missing []int64
@@ -541,12 +686,18 @@ func (s *session) makeRows(ctx context.Context, workerID, made int64, st *slots,
 	if len(missing) == 0 {
 		return made, nil
 	}
+	b.WriteString(s.q.makeRowsEnd)
 	if _, err := s.x.ExecContext(ctx, b.String()); err != nil {
 		return 0, fmt.Errorf("make slot rows %d..%d: %w", lo, hi, err)
 	}
 	if nowMs < st.until {
 		s.deleted = append(s.deleted, Deleted{WorkerIDs: missing, Until: time.UnixMilli(st.until)})
 	}
+	// Every row that was missing is there now, made by this statement or,
+	// skipped by it, by another instance since the read: all are counted,
+	// so that the deletion of any is found (a row deleted in between makes
+	// the next count read a deletion, which costs a floor and never a
+	// duplicate).
 	return made + int64(len(missing)), nil
 }
 
@@ -590,14 +741,19 @@ func (s *session) lockOthers(ctx context.Context) error {
 	return nil
 }
 
-// Deleted says that slot rows were found deleted and made again: their
+// Deleted says that slot rows were found deleted and made again, or that a
+// pool's row was found missing or unreadable beside slot rows: their
 // holders, if they lived, may have been promised IDs up to Until, so the
 // rows' next holders start above it.
 type Deleted struct {
 	// WorkerIDs are the worker ids whose rows were made again with the
 	// floor (every missing row of the chunk: which of them were deleted and
-	// which were never made is not known).
+	// which were never made is not known); none when Markers says why.
 	WorkerIDs []int64
+	// Markers names the pool's rows ('__layout__', '__slots__') found
+	// missing or unreadable: what they knew (the layout's floor, the count
+	// of rows made, the longest TTL) is taken at its worst.
+	Markers []string
 	// Until is the floor, on the database's clock.
 	Until time.Time
 }

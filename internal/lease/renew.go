@@ -289,16 +289,3 @@ func Audit(ctx context.Context, db *sql.DB, dialectName, service, instance strin
 		})
 	})
 }
-
-// Private reports whether db is a database no other process can reach: a
-// SQLite database in memory. Its slots never need renewing.
-func Private(ctx context.Context, db *sql.DB, dialectName string) (bool, error) {
-	if dialectName != dialect.SQLite {
-		return false, nil
-	}
-	var file string
-	if err := db.QueryRowContext(ctx, sqliteDatabase).Scan(&file); err != nil {
-		return false, fmt.Errorf("lease: look at the SQLite database: %w", err)
-	}
-	return file == "", nil
-}

@@ -300,7 +300,7 @@ func (s *session) claim(ctx context.Context, w row, promise int64, takeover bool
 	}
 	ttl := s.r.ttlMs()
 	res, err := s.x.ExecContext(ctx, stmt, s.r.Service, s.r.Instance, s.r.Layout,
-		ttl, promise, w.workerID, w.beats, flag, promise, ttl, w.pool.layoutText)
+		ttl, promise, w.workerID, w.beats, w.promiseMs, flag, promise, ttl, w.pool.layoutText)
 	if err != nil {
 		return false, err
 	}

@@ -349,13 +349,10 @@ func TestRenewAutocommitOff(t *testing.T) {
 	assert.Equal(t, s.Promise+777, slotOf(t, db.DB, s.WorkerID).promise)
 }
 
-// TestForeverSlot: a slot taken for a private database never expires and
-// promises without limit; a release still frees it.
+// TestForeverSlot: a Forever slot never expires and promises without
+// limit; a release still frees it.
 func TestForeverSlot(t *testing.T) {
 	db := dbtest.SQLite(t)
-	private, err := Private(context.Background(), db.DB, dialect.SQLite)
-	require.NoError(t, err)
-	assert.False(t, private, "a file can be opened by another process")
 	r := request(db.DB, dialect.SQLite, "svc")
 	r.Forever = true
 	s := take(t, r)

@@ -26,6 +26,32 @@ import (
 // acts on it (NOW_MS below), never by a clock of the client's: a slot is
 // free when its expires_ms has passed on the database's clock. Uniqueness
 // does not depend on any clock: it rests on promise_ms (see package doc).
+//
+// Two rules hold for every statement here; each closes a class of holes
+// that reviews found one by one before (and the chaos suite's statement
+// matrix hunts the class):
+//
+//  1. A compare-and-set compares a value that never repeats over the life
+//     of the pool, also across a row deleted and made again. The claim
+//     compares beats, which every write moves up by one and with which a
+//     row is made at the database's clock in ms times 1000 (its
+//     incarnation: above the beats of any earlier version of the row,
+//     unless that version was written a thousand times per millisecond of
+//     its life, or the database's clock went back past its making), and
+//     the promise it read, from which its floor comes. Renewals and
+//     releases compare the fence and the holder's instance tag, unique to
+//     one generator (service@host@pid@ms@random): a row made again has no
+//     tag, and no two generators share one. The claim's check of the
+//     '__layout__' row compares a text that can repeat (a change of layout
+//     and back, the row deleted and made again); it only orders the claim
+//     against a change of layout, which moves the beats of every slot row
+//     it affects, so a claim it lets through compares a slot row that
+//     nothing changed.
+//  2. Missing state reads as the worst case, never as fresh. A marker row
+//     ('__layout__', '__slots__') missing or unreadable beside slot rows
+//     that exist is a deficit (see pool.go): rows made from then on start
+//     above every promise in the table and the database's clock plus the
+//     longest TTL any holder used. Only a pool without slot rows is new.
 
 // sqlText is the text of every statement for one dialect. Fields named like
 // a format take the arguments listed beside them.
@@ -63,9 +89,11 @@ type sqlText struct {
 	// claim can go alone.
 	readSlot string
 	// claim: service, instance, layout, ttl ms, promise ms, worker id,
-	// beats, takeover (1 or 0), promise ms, ttl ms, the '__layout__' row's
-	// instance as read. The compare-and-set of a take: it succeeds only if
-	// nobody wrote the row since it was read (beats), the slot has expired
+	// beats, promise ms as read, takeover (1 or 0), promise ms, ttl ms, the
+	// '__layout__' row's instance as read. The compare-and-set of a take: it
+	// succeeds only if nobody wrote the row since it was read (beats, which
+	// every write moves and a row made again starts above: rule 1), the
+	// promise the floor was derived from is still the row's, the slot has expired
 	// on the database's clock or (takeover) unconditionally, the promise is
 	// at most the database's clock + TTL (the cap: see renew), and the
 	// pool's layout row still says what the take read. The fence moves up
@@ -97,7 +125,8 @@ type sqlText struct {
 	// MySQL a locking read, which sees the latest rows also where a plain
 	// read would see the transaction's snapshot (TiDB takes it at BEGIN).
 	liveOther string
-	// layoutMax: the highest promise of each layout the slots have had.
+	// layoutMax: the highest promise and expiry of the slots of each
+	// layout (and of those never held, which have none).
 	layoutMax string
 	// convert: layout (twice), floor ms (twice), layout (five times),
 	// floor ms. A layout change: every slot row takes the new layout; a row
@@ -117,15 +146,23 @@ type sqlText struct {
 	// was read.
 	countRows string
 	// chunkRows: from, to. The rows of a range of worker ids (one row of
-	// NULL when there are none), each with the count of all slot rows and
-	// the database's clock: one statement, so one snapshot.
+	// NULL when there are none), each with the count of all slot rows, the
+	// lowest promise of any (see makeRows in pool.go) and the database's
+	// clock: one statement, so one snapshot.
 	chunkRows string
 	// lockOthers: layout (twice). Locks every slot row of another layout,
 	// live or not ("" on SQLite).
 	lockOthers string
 	// makeRows starts the INSERT of slot rows, none of them held (fence 0,
-	// free); makeRow is one row's values: worker id, promise ms.
-	makeRows, makeRow string
+	// free); makeRow is one row's values: worker id, promise ms; makeRowsEnd
+	// ends it, skipping rows that exist. A row is made with beats at the
+	// database's clock in ms times 1000, its incarnation: no earlier version
+	// of the row, deleted since, had that value or one above it (rule 1
+	// below). Rows another instance made meanwhile (one of an older version
+	// in a rolling upgrade, which does not take the pool's rows' locks) are
+	// skipped, not an error: the statement's count of rows inserted is what
+	// this take made, and the next count sees the others.
+	makeRows, makeRow, makeRowsEnd string
 	// renewKeep: ttl ms, worker id, fence, instance (bound). A renewal whose
 	// promise the cap refused: it keeps the slot live with its old promise.
 	renewKeep string
@@ -212,7 +249,7 @@ const (
 const (
 	claimFormat = "UPDATE sys_sequence_slot SET fence = fence + 1, beats = beats + 1, service_name = ?, instance = ?, layout = ?, " +
 		"taken_ms = %[1]s, expires_ms = %[1]s + ?, promise_ms = ?, updated_at = %[2]s " +
-		"WHERE worker_id = ? AND beats = ? AND (? = 1 OR expires_ms < %[1]s) AND ? <= %[1]s + ? " +
+		"WHERE worker_id = ? AND beats = ? AND promise_ms = ? AND (? = 1 OR expires_ms < %[1]s) AND ? <= %[1]s + ? " +
 		"AND EXISTS (SELECT 1 FROM sys_sequence WHERE service_name = '" + schema.LayoutService + "' AND instance = ?%[4]s)"
 	holderFormat = "SELECT fence, service_name, instance, expires_ms, promise_ms, layout, %[1]s " +
 		"FROM sys_sequence_slot WHERE worker_id = ?"
@@ -227,17 +264,17 @@ const (
 		"WHERE service_name IN ('" + schema.LayoutService + "', '" + schema.SlotsService + "')%[5]s"
 	liveOtherFormat = "SELECT worker_id, layout FROM sys_sequence_slot WHERE (layout < ? OR layout > ?) AND expires_ms >= %[1]s " +
 		"ORDER BY worker_id LIMIT 1%[5]s"
-	layoutMaxFormat = "SELECT layout, MAX(promise_ms) FROM sys_sequence_slot GROUP BY layout"
+	layoutMaxFormat = "SELECT layout, MAX(promise_ms), MAX(expires_ms) FROM sys_sequence_slot GROUP BY layout"
 	convertFormat   = "UPDATE sys_sequence_slot SET promise_ms = CASE WHEN layout < ? OR layout > ? THEN ? ELSE %[3]s(promise_ms, ?) END, " +
 		"fence = CASE WHEN layout < ? OR layout > ? THEN fence + 1 ELSE fence END, " +
 		"layout = ?, beats = beats + 1, updated_at = %[2]s WHERE layout IS NULL OR layout < ? OR layout > ? OR promise_ms < ?"
 	writeMarkerFormat = "UPDATE sys_sequence SET worker_id = ?, instance = ?, updated_at = %[2]s WHERE service_name = ?"
 	countRowsFormat   = "SELECT COUNT(*), %[1]s FROM sys_sequence_slot"
-	chunkRowsFormat   = "SELECT s.worker_id, (SELECT COUNT(*) FROM sys_sequence_slot), %[1]s FROM (SELECT 1 AS one) AS k " +
-		"LEFT JOIN sys_sequence_slot AS s ON s.worker_id >= %%d AND s.worker_id <= %%d"
+	chunkRowsFormat   = "SELECT s.worker_id, (SELECT COUNT(*) FROM sys_sequence_slot), (SELECT MIN(promise_ms) FROM sys_sequence_slot), " +
+		"%[1]s FROM (SELECT 1 AS one) AS k LEFT JOIN sys_sequence_slot AS s ON s.worker_id >= %%d AND s.worker_id <= %%d"
 	lockOthersFormat = "SELECT worker_id FROM sys_sequence_slot WHERE layout < ? OR layout > ?%[5]s"
 	makeRowsFormat   = "INSERT INTO sys_sequence_slot (worker_id, fence, beats, taken_ms, expires_ms, promise_ms, updated_at) VALUES "
-	makeRowFormat    = "(%%d, 0, 0, 0, 0, %%d, %[2]s)"
+	makeRowFormat    = "(%%d, 0, %[1]s * 1000, 0, 0, %%d, %[2]s)"
 )
 
 // seedMarkersFormat is seedMarkers without its conflict clause (%[3]s)
@@ -247,7 +284,7 @@ const seedMarkersFormat = "INSERT INTO sys_sequence (service_name, worker_id, in
 	"('" + schema.LayoutService + "', 0, NULL, %[2]s), ('" + schema.SlotsService + "', -1, NULL, %[2]s) %[1]s"
 
 // shared fills in the statements every dialect shares.
-func (q *sqlText) shared(nowMs, ts, greatest, shareLock, forUpdate, conflictNothing string, numbered bool) {
+func (q *sqlText) shared(nowMs, ts, greatest, shareLock, forUpdate, conflictNothing, makeRowsEnd string, numbered bool) {
 	f := func(format string) string {
 		s := fmt.Sprintf(format, nowMs, ts, greatest, shareLock, forUpdate)
 		if numbered {
@@ -262,7 +299,7 @@ func (q *sqlText) shared(nowMs, ts, greatest, shareLock, forUpdate, conflictNoth
 	if forUpdate != "" {
 		q.lockOthers = f(lockOthersFormat)
 	}
-	q.makeRows, q.makeRow = makeRowsFormat, fmt.Sprintf(makeRowFormat, nowMs, ts)
+	q.makeRows, q.makeRow, q.makeRowsEnd = makeRowsFormat, fmt.Sprintf(makeRowFormat, nowMs, ts), makeRowsEnd
 	q.seedMarkers = fmt.Sprintf(seedMarkersFormat, conflictNothing, ts)
 	q.readBack = readBack
 }
@@ -380,7 +417,7 @@ var mysqlText = func() sqlText {
 	// TiDB that tidb/run builds): there every claim runs as a locked take
 	// (session.conforms), which costs it three more round trips.
 	q.shared(mysqlNowMs, "NOW()", "GREATEST", " LOCK IN SHARE MODE", " FOR UPDATE",
-		"ON DUPLICATE KEY UPDATE service_name = service_name", false)
+		"ON DUPLICATE KEY UPDATE service_name = service_name", " ON DUPLICATE KEY UPDATE worker_id = worker_id", false)
 	return q
 }()
 
@@ -453,7 +490,8 @@ var pgText = func() sqlText {
 	// FOR UPDATE waits for a claim that holds the share lock, after which
 	// its next statement (a new snapshot) sees the claim (both checked on
 	// PostgreSQL 15).
-	q.shared(pgNowMs, "CURRENT_TIMESTAMP", "GREATEST", " FOR SHARE", " FOR UPDATE", "ON CONFLICT (service_name) DO NOTHING", true)
+	q.shared(pgNowMs, "CURRENT_TIMESTAMP", "GREATEST", " FOR SHARE", " FOR UPDATE", "ON CONFLICT (service_name) DO NOTHING",
+		" ON CONFLICT (worker_id) DO NOTHING", true)
 	return q
 }()
 
@@ -488,7 +526,8 @@ var sqliteText = func() sqlText {
 	// maximum. It has no locking reads, and needs none: one writer runs at
 	// a time, each statement is atomic, and the locked take holds the write
 	// lock from its BEGIN IMMEDIATE.
-	q.shared(sqliteNowMs, "CURRENT_TIMESTAMP", "max", "", "", "ON CONFLICT (service_name) DO NOTHING", false)
+	q.shared(sqliteNowMs, "CURRENT_TIMESTAMP", "max", "", "", "ON CONFLICT (service_name) DO NOTHING",
+		" ON CONFLICT (worker_id) DO NOTHING", false)
 	return q
 }()
 
@@ -496,15 +535,20 @@ var sqliteText = func() sqlText {
 // writer then fails at once with SQLITE_BUSY); the lease sets it on its
 // pinned connection for its own duration and puts the old value back.
 // BEGIN IMMEDIATE takes the write lock at the start of a transaction (see
-// session.begin). database_list names the file behind "main": empty for an in-memory
-// database, which no other process can open, so it needs no heartbeat.
+// session.begin).
+//
+// A database in memory gets no statement of its own: its slots expire and
+// are renewed as on any database. Whether another handle in the process
+// can reach it (a shared cache, file:x?mode=memory&cache=shared, as ent's
+// own examples open it) cannot be told from a connection, which reports no
+// file for either; and a slot that never expires could not be told from a
+// lost one when rows are deleted.
 const (
 	sqliteBegin    = "BEGIN IMMEDIATE"
 	sqliteCommit   = "COMMIT"
 	sqliteRollback = "ROLLBACK"
 	sqliteBusyRead = "PRAGMA busy_timeout"
 	sqliteBusySet  = "PRAGMA busy_timeout = %d"
-	sqliteDatabase = "SELECT file FROM pragma_database_list WHERE name = 'main'"
 )
 
 // seed is schema.SeedStatement of a dialect it knows.
