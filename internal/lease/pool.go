@@ -191,12 +191,17 @@ func (s *session) lockedOnce(ctx context.Context, workerID int64, decide func(ro
 	// one whose value cannot be read (NULL, edited), has lost what it knew
 	// (rule 2 of statements.go).
 	var lost []string
-	if !m.hasLayout || !knownLayout(m.layoutText) {
+	layoutKnown, slotsKnown := m.hasLayout && knownLayout(m.layoutText), m.hasSlots && m.made >= 0 && parseSlots(m.slotsText).ttl > 0
+	if !layoutKnown {
 		lost = append(lost, schema.LayoutService)
 	}
-	if !m.hasSlots || m.made < 0 || parseSlots(m.slotsText).ttl <= 0 {
+	if !slotsKnown {
 		lost = append(lost, schema.SlotsService)
 	}
+	// A pool is new only when nothing says it was used: no slot row, and
+	// neither pool row has what a take writes. One pool row that does
+	// beside one lost means the slot rows may have been deleted with it.
+	used := layoutKnown || slotsKnown && (m.made > 0 || parseSlots(m.slotsText).until > 0)
 	if !m.hasLayout || !m.hasSlots {
 		if _, err := s.x.ExecContext(ctx, s.q.seedMarkers); err != nil {
 			return Slot{}, false, fmt.Errorf("seed the pool's rows: %w", err)
@@ -226,8 +231,9 @@ func (s *session) lockedOnce(ctx context.Context, workerID int64, decide func(ro
 		return Slot{}, false, fmt.Errorf("count the slot rows: %w", err)
 	}
 	switch {
-	case len(lost) > 0 && count > 0:
-		// A pool's row lost beside slot rows that exist: rows may have been
+	case len(lost) > 0 && (count > 0 || used):
+		// A pool's row lost beside slot rows that exist, or beside the
+		// other pool row, which says the pool was used: rows may have been
 		// deleted unseen, and the layout's floor may be gone. Rows made
 		// from now on start above the worst case.
 		worst, err := s.worstCase(ctx, nowMs, st.ttl)
@@ -598,7 +604,10 @@ func (s *session) changeLayout(ctx context.Context, old string, st slots, nowMs 
 	if repair {
 		// Nothing to move: the rows keep their promises, which floor their
 		// next holders, and rows made later start above all of them.
-		return max(all+mine+1, 0), nil
+		if all < 0 {
+			return 0, nil
+		}
+		return all + mine + 1, nil
 	}
 	floor := int64(0)
 	if top >= 0 {
