@@ -53,10 +53,9 @@ func childBin(t *testing.T) string {
 	return child.bin
 }
 
-// Heartbeats of the suite's generators. Every one has the same TTL: the
-// promise a slot's next holder starts above is written in the holder's
-// own TTL, and a suite that mixed TTLs would test a mix the design does not
-// speak of.
+// Heartbeats of the suite's generators: two TTLs, since a slot row found
+// deleted must be made again above the promise of a holder with the
+// longest TTL any holder used.
 var (
 	// fastBeat is live_test.go's: renewals every 100 ms, slots free 2 s
 	// after the last one.
@@ -64,6 +63,9 @@ var (
 	// slowBeat renews once a second, with the same TTL: a holder learns of
 	// a loss up to a second late.
 	slowBeat = beat{Interval: 1000, Retry: 50, Timeout: 500, Margin: 300, TTL: 2000}
+	// longBeat has a longer TTL: a slot row found deleted is made again
+	// above the longest TTL any holder used, which the pool's rows record.
+	longBeat = beat{Interval: 100, Retry: 50, Timeout: 500, Margin: 300, TTL: 3500}
 )
 
 // beat is a heartbeat in milliseconds.
@@ -158,6 +160,10 @@ type incarnation struct {
 	mu       sync.Mutex
 	gens     map[int]*genState
 	clockAck map[int64]time.Time // offsets the child applied, and when it said so
+	armed    map[string]string   // holds the child armed: "" or why it could not
+	held     map[string]string   // holds that hold a statement: its text
+	frozen   bool                // the child's clock stands still
+	thawed   int64               // the offset the child's clock went on with
 	bye      bool
 }
 
@@ -280,7 +286,7 @@ func (p *proc) startInc() error {
 		return err
 	}
 	in := &incarnation{name: name, cmd: cmd, cmds: make(chan wire.Command, 4096), exited: make(chan struct{}),
-		log: logPath, gens: map[int]*genState{}, clockAck: map[int64]time.Time{}}
+		log: logPath, gens: map[int]*genState{}, clockAck: map[int64]time.Time{}, armed: map[string]string{}, held: map[string]string{}}
 	// Commands go through a goroutine of their own: a stopped child stops
 	// reading, and the nemesis must not stop with it.
 	go func() {
@@ -334,6 +340,18 @@ func (in *incarnation) handle(e wire.Event) {
 	switch e.Ev {
 	case "clock":
 		in.clockAck[e.Offset] = time.Now()
+		if in.frozen {
+			in.frozen, in.thawed = false, e.Offset
+			if e.Offset == 0 {
+				in.thawed = 1 // said, with no offset to speak of
+			}
+		}
+	case "frozen":
+		in.frozen = true
+	case "armed":
+		in.armed[e.Name] = e.Err
+	case "held":
+		in.held[e.Name] = e.Query
 	case "bye":
 		in.bye = true
 	}
@@ -457,6 +475,84 @@ func (p *proc) clockAckAt(off time.Duration) time.Time {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	return in.clockAck[int64(off)]
+}
+
+// freezeClock stops the process's clock (see the child's offsetClock) and
+// waits up to 3 s for the child to say it did; false if it did not.
+func (p *proc) freezeClock() bool {
+	in := p.current()
+	in.mu.Lock()
+	in.frozen = false
+	in.mu.Unlock()
+	p.send(wire.Command{Cmd: "freeze"})
+	return waitFor(3*time.Second, func() bool {
+		in.mu.Lock()
+		defer in.mu.Unlock()
+		return in.frozen
+	})
+}
+
+// thawClock lets the process's clock go on from where it stopped; the
+// offset it is left with is the host's from now on (a restart keeps it).
+func (p *proc) thawClock() {
+	in := p.current()
+	p.send(wire.Command{Cmd: "thaw"})
+	waitFor(3*time.Second, func() bool {
+		in.mu.Lock()
+		defer in.mu.Unlock()
+		return in.thawed != 0
+	})
+	in.mu.Lock()
+	off := in.thawed
+	in.thawed = 0
+	in.mu.Unlock()
+	p.mu.Lock()
+	p.offset = off
+	p.mu.Unlock()
+}
+
+// arm arms a statement hold in the current incarnation and waits for the
+// child to say it did.
+func (p *proc) arm(h wire.Hold) error {
+	in := p.current()
+	p.send(wire.Command{Cmd: "hold", Hold: &h})
+	var why string
+	if !waitFor(5*time.Second, func() bool {
+		in.mu.Lock()
+		defer in.mu.Unlock()
+		var ok bool
+		why, ok = in.armed[h.Name]
+		return ok
+	}) {
+		return fmt.Errorf("%s did not arm hold %s", in.name, h.Name)
+	}
+	if why != "" {
+		return fmt.Errorf("%s: hold %s: %s", in.name, h.Name, why)
+	}
+	return nil
+}
+
+// heldQuery waits up to d for the hold name to hold a statement, and
+// returns its text ("" if none came).
+func (p *proc) heldQuery(name string, d time.Duration) string {
+	in := p.current()
+	var q string
+	waitFor(d, func() bool {
+		in.mu.Lock()
+		defer in.mu.Unlock()
+		q = in.held[name]
+		return q != ""
+	})
+	return q
+}
+
+// releaseHold lets the statement held by name go on.
+func (p *proc) releaseHold(name string) { p.send(wire.Command{Cmd: "release", Name: name}) }
+
+func (p *proc) current() *incarnation {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.inc
 }
 
 // signal sends sig to the current incarnation; false if it has exited.
@@ -655,6 +751,41 @@ func counterValue(db *sql.DB) (int64, error) {
 	var v int64
 	err := db.QueryRow("SELECT worker_id FROM sys_sequence WHERE service_name = '__global__'").Scan(&v)
 	return v, err
+}
+
+// editMarker deletes or edits one of the pool's rows in sys_sequence, as
+// kind says (see the menu): an edit makes the row say what it cannot
+// read, or, for '__layout__', strips its floor or names another layout.
+func editMarker(db *sql.DB, kind string, rng *rand.Rand) (int64, error) {
+	var q string
+	switch kind {
+	case "delete-layout-row":
+		q = "DELETE FROM sys_sequence WHERE service_name = '" + schema.LayoutService + "'"
+	case "delete-slots-row":
+		q = "DELETE FROM sys_sequence WHERE service_name = '" + schema.SlotsService + "'"
+	case "edit-slots-row":
+		q = "UPDATE sys_sequence SET worker_id = -1 WHERE service_name = '" + schema.SlotsService + "'"
+		if rng.IntN(2) == 0 {
+			q = "UPDATE sys_sequence SET instance = NULL WHERE service_name = '" + schema.SlotsService + "'"
+		}
+	default:
+		var text sql.NullString
+		_ = db.QueryRow("SELECT instance FROM sys_sequence WHERE service_name = '" + schema.LayoutService + "'").Scan(&text)
+		l, _, _ := strings.Cut(text.String, " floor=")
+		set := "NULL"
+		switch rng.IntN(3) {
+		case 1:
+			set = "'" + l + "'"
+		case 2:
+			set = "'0/12/10 2024-01-01T00:00:00.000Z'"
+		}
+		q = "UPDATE sys_sequence SET instance = " + set + " WHERE service_name = '" + schema.LayoutService + "'"
+	}
+	res, err := db.Exec(q)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
 }
 
 // deleteSlots deletes slot rows: one worker's (worker >= 0) or all.

@@ -32,9 +32,21 @@ type fleet struct {
 // now and then a burst lead.
 func (r *round) drawSpec(rng *rand.Rand, service string, worker int64) wire.GenSpec {
 	s := r.spec(service, worker)
-	if rng.IntN(4) == 0 {
+	switch rng.IntN(6) {
+	case 0, 1:
 		s = withBeat(s, slowBeat)
+	case 2:
+		s = withBeat(s, longBeat)
 	}
+	// The default clock, which the clock faults do not reach; a random
+	// sequence start, which makes two generators on one worker id collide
+	// in fewer of the milliseconds they share (the oracle sees them all);
+	// inserts through ent, which the tripwire watches.
+	s.DefaultClock = rng.IntN(5) == 0
+	if rng.IntN(6) == 0 {
+		s.StartSpan = 16
+	}
+	s.Insert = rng.IntN(3) == 0
 	switch n := rng.IntN(10); {
 	case r.lay.CS > 0 && n < 5:
 		s.Policy = "bump"
@@ -115,6 +127,14 @@ var menu = []faultKind{
 	{"layout-mix", 2, false},    // a starter with another layout
 	{"epoch-mix", 2, false},     // a starter with another epoch
 	{"episode", 3, false},       // a named scenario
+	// Issue 22's: a statement held, the pool's own rows deleted or made
+	// unreadable, a VM's suspension.
+	{"hold", 5, false},              // one statement (or its answer) of one process held for a while
+	{"delete-layout-row", 2, false}, // the '__layout__' row deleted
+	{"edit-layout-row", 2, false},   // ... made NULL, stripped of its floor, or another layout's
+	{"delete-slots-row", 2, false},  // the '__slots__' row deleted
+	{"edit-slots-row", 2, false},    // ... its count made -1, or its text NULL
+	{"freeze-clock", 3, false},      // the process stops and so does its clock (a VM suspended), past the TTL
 }
 
 // statementPatterns are the texts of the lease's writes that a
@@ -264,6 +284,9 @@ func (f *fleet) apply(kind string, p *proc, rng *rand.Rand, until time.Time) (bo
 	case "delete-slots":
 		n, err := deleteSlots(r.db.DB, -1)
 		return n > 0, fmt.Sprintf("%d rows, %v", n, err)
+	case "delete-layout-row", "edit-layout-row", "delete-slots-row", "edit-slots-row":
+		n, err := editMarker(r.db.DB, kind, rng)
+		return n > 0, fmt.Sprintf("%d rows, %v", n, err)
 	case "freeze":
 		release, err := freezeSlotWrites(r.db.DB, d)
 		if err != nil {
@@ -287,6 +310,19 @@ func (f *fleet) apply(kind string, p *proc, rng *rand.Rand, until time.Time) (bo
 		}
 		time.Sleep(time.Duration(fastBeat.TTL)*time.Millisecond + between(rng, 200*time.Millisecond, 1500*time.Millisecond))
 		p.signal(syscall.SIGCONT)
+		return true, ""
+	case "hold":
+		return f.hold(p, rng)
+	case "freeze-clock":
+		if !p.freezeClock() {
+			return false, "not running"
+		}
+		if !p.signal(syscall.SIGSTOP) {
+			return false, "not running"
+		}
+		time.Sleep(time.Duration(fastBeat.TTL)*time.Millisecond + between(rng, 200*time.Millisecond, 1500*time.Millisecond))
+		p.signal(syscall.SIGCONT)
+		p.thawClock()
 		return true, ""
 	case "kill":
 		if !p.kill() {
@@ -437,6 +473,52 @@ func (f *fleet) apply(kind string, p *proc, rng *rand.Rand, until time.Time) (bo
 		return f.visit(p, s, rng)
 	}
 	return false, "unknown fault " + kind
+}
+
+// hold holds one statement of the lease of p's, in a drawn phase, for a
+// drawn time, while the fleet goes on: a renewal (they come ten times a
+// second), or a statement of a take or a release, which p then makes
+// send (a generator opened, or one closed and opened again). The locked
+// take's statements, sent when a pool changes, are the matrix's.
+func (f *fleet) hold(p *proc, rng *rand.Rand) (bool, string) {
+	names := []string{"lookup", "claim", "counter", "renew", "renew", "release"}
+	pick := names[rng.IntN(len(names))]
+	var st mstmt
+	for _, m := range mstmts {
+		if m.name == pick {
+			st = m
+		}
+	}
+	name := fmt.Sprintf("nemesis-%d", rng.Uint32())
+	if err := p.arm(wire.Hold{Name: name, Patterns: st.patterns, Phase: phases[rng.IntN(len(phases))]}); err != nil {
+		return false, err.Error()
+	}
+	reopen := func() {}
+	switch st.name {
+	case "lookup", "claim", "counter":
+		p.open(f.r.drawSpec(rng, fmt.Sprintf("svc%d", rng.IntN(2)), -1))
+	case "release":
+		gs := p.gens()
+		if len(gs) == 0 {
+			p.releaseHold(name)
+			return false, "no open generator to close"
+		}
+		g := gs[rng.IntN(len(gs))]
+		p.close(g)
+		reopen = func() {
+			waitFor(10*time.Second, func() bool { _, _, c, _ := g.snapshot(); return c != nil })
+			s := g.spec
+			s.Seed = 0
+			p.open(s)
+		}
+	}
+	held := p.heldQuery(name, 5*time.Second) != ""
+	if held {
+		time.Sleep(between(rng, 200*time.Millisecond, 3*time.Second))
+	}
+	p.releaseHold(name)
+	reopen()
+	return held, "no " + st.name + " was sent"
 }
 
 // visit opens a generator that the pool should refuse or fence (another

@@ -43,6 +43,10 @@ var scenarios = []*scenario{
 	{name: "hole3-unregistered-floor-later", hole: 3, proxy: true, run: holeUnregisteredFloor},
 	{name: "hole4-one-tag", hole: 4, proxy: true, run: holeOneTag},
 	{name: "hole5-layout-race", hole: 5, own: true, run: holeLayoutRace},
+	// Issue 22's (the third, a shared-cache SQLite database in memory, is
+	// one process's: TestSharedCacheInMemory in the root package).
+	{name: "hole6-delayed-claim", hole: 6, run: holeDelayedClaim},
+	{name: "hole7-layout-row-lost", hole: 7, own: true, run: holeLayoutRowLost},
 }
 
 // episode is one run of a scenario inside a round.
@@ -554,6 +558,110 @@ func holeLayoutRace(e *episode) error {
 	}
 	if !inFlight {
 		return errors.New("an open ended before the slot table's lock was released")
+	}
+	time.Sleep(observe)
+	return nil
+}
+
+// Hole 6 (issue 22's first): X reads slot w, never held, and its claim is
+// held on its way to the database (a statement hold in X's process). H
+// takes w and issues; the rows of w and another worker id of its chunk are
+// deleted, and Z's take of that other id makes both rows again. X's claim
+// then goes on. On the code before the fix the row came back with beats 0
+// and fence 0, X's claim matched it, and X issued under w with floor 1
+// from its stale read while H issued on.
+func holeDelayedClaim(e *episode) error {
+	if err := e.warmPool(); err != nil {
+		return err
+	}
+	var w int64
+	for range 16 {
+		var err error
+		if w, err = e.pickWorker(); err != nil {
+			return err
+		}
+		live, err := liveWorkers(e.db.DB, e.r.b.Dialect)
+		if err != nil {
+			return err
+		}
+		if s, _ := readSlot(e.db.DB, w^1); !live[w^1] && s.exists {
+			if s, _ := readSlot(e.db.DB, w); s.exists && s.fence == 0 {
+				break
+			}
+		}
+		w = -1
+	}
+	if w < 0 {
+		return errors.New("no never-held worker id with a free mate")
+	}
+	px, ph := e.spawn(1), e.spawn(1)
+	if err := px.arm(wire.Hold{Name: "claim", Patterns: []string{"SET fence = fence + 1"}, Phase: "before"}); err != nil {
+		return err
+	}
+	gx := px.open(e.spec("h6-x", w))[0]
+	if px.heldQuery("claim", 10*time.Second) == "" {
+		px.releaseHold("claim")
+		return errors.New("X's claim was not held")
+	}
+	if _, err := ph.open(e.spec("h6-h", w))[0].wait(10 * time.Second); err != nil {
+		px.releaseHold("claim")
+		return fmt.Errorf("H: %w", err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if _, err := e.db.DB.Exec(fmt.Sprintf("DELETE FROM sys_sequence_slot WHERE worker_id IN (%d, %d)", w, w^1)); err != nil {
+		px.releaseHold("claim")
+		return err
+	}
+	if _, err := ph.open(e.spec("h6-z", w^1))[0].wait(10 * time.Second); err != nil {
+		e.r.rep.note("%s: Z: %v", e.label, err)
+	}
+	px.releaseHold("claim")
+	if _, err := gx.wait(20 * time.Second); err != nil {
+		e.r.rep.note("%s: X: %v", e.label, err)
+	}
+	time.Sleep(observe)
+	return nil
+}
+
+// Hole 7 (issue 22's second): on a pool of its own, G holds worker g of
+// 0/10/12 and closes; C, with 0/11/11, changes the layout (the '__layout__'
+// row then holds the floor above G's IDs); the '__layout__' row is
+// deleted, made NULL or stripped of its floor; X, with 0/11/11 and a clock
+// 1.3 s behind, takes worker 2g (whose IDs are a quarter of g's), whose
+// row is not made yet. On the code before the fix the row came back with
+// no layout and X's row was made with floor 0: X issued among G's IDs.
+func holeLayoutRowLost(e *episode) error {
+	g := 512 + e.rng.Int64N(511)
+	p := e.spawn(1)
+	old, wide := e.spec("h7-g", g), e.spec("h7-c", e.rng.Int64N(1024))
+	wide.WorkerBits, wide.SequenceBits = 11, 11
+	ga := p.open(old)[0]
+	if _, err := ga.wait(20 * time.Second); err != nil {
+		return fmt.Errorf("G: %w", err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	p.close(ga)
+	if !waitFor(10*time.Second, func() bool { _, _, c, _ := ga.snapshot(); return c != nil }) {
+		return errors.New("G did not close")
+	}
+	gc := p.open(wide)[0]
+	if _, err := gc.wait(20 * time.Second); err != nil {
+		return fmt.Errorf("C: %w", err)
+	}
+	p.close(gc)
+	waitFor(10*time.Second, func() bool { _, _, c, _ := gc.snapshot(); return c != nil })
+	kind := []string{"delete-layout-row", "edit-layout-row"}[e.rng.IntN(2)]
+	if n, err := editMarker(e.db.DB, kind, e.rng); err != nil || n == 0 {
+		return fmt.Errorf("%s: %d rows, %v", kind, n, err)
+	}
+	px := e.spawn(1)
+	if !px.setClock(-1300*time.Millisecond, 5*time.Second) {
+		return errors.New("X's clock step was not applied")
+	}
+	x := e.spec("h7-x", 2*g)
+	x.WorkerBits, x.SequenceBits, x.LeaseTimeoutMs = 11, 11, 10_000
+	if _, err := px.open(x)[0].wait(20 * time.Second); err != nil {
+		e.r.rep.note("%s: X: %v", e.label, err)
 	}
 	time.Sleep(observe)
 	return nil

@@ -21,6 +21,7 @@ import (
 	"bufio"
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -33,12 +34,16 @@ import (
 	"sync/atomic"
 	"time"
 
-	_ "github.com/go-sql-driver/mysql"
-	_ "github.com/jackc/pgx/v5/stdlib"
-	_ "modernc.org/sqlite"
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/stdlib"
+	"modernc.org/sqlite"
+
+	entsql "entgo.io/ent/dialect/sql"
 
 	"github.com/entflake/entflake"
 	"github.com/entflake/entflake/chaos/internal/wire"
+	"github.com/entflake/entflake/example/ent"
+	"github.com/entflake/entflake/internal/holddriver"
 	"github.com/entflake/entflake/internal/leasetrace"
 )
 
@@ -50,6 +55,7 @@ func main() {
 	}
 	c := &child{plan: plan, gens: map[int]*gen{},
 		log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))}
+	c.holds = holddriver.NewControl(func(name, query string) { c.emit(wire.Event{Ev: "held", Name: name, Query: query}) })
 	c.emit(wire.Event{Ev: "hello", Pid: os.Getpid()})
 	go c.report()
 	in := bufio.NewScanner(os.Stdin)
@@ -68,6 +74,16 @@ func main() {
 		case "clock":
 			c.clock.off.Store(cmd.Offset)
 			c.emit(wire.Event{Ev: "clock", Offset: cmd.Offset})
+		case "freeze":
+			c.clock.freeze()
+			c.emit(wire.Event{Ev: "frozen"})
+		case "thaw":
+			c.clock.thaw()
+			c.emit(wire.Event{Ev: "clock", Offset: c.clock.off.Load()})
+		case "hold":
+			c.hold(cmd.Hold)
+		case "release":
+			c.holds.Release(cmd.Name)
 		case "quit":
 			c.quit()
 			return
@@ -77,21 +93,48 @@ func main() {
 	c.quit()
 }
 
-// offsetClock is the wall clock plus an offset the parent sets.
-type offsetClock struct{ off atomic.Int64 }
+// offsetClock is the wall clock plus an offset the parent sets, which
+// the parent can also stop ("freeze": it reads the same instant until
+// "thaw", and then goes on from it, behind the wall clock by the time it
+// stood still, as a suspended VM's monotonic clock does).
+type offsetClock struct {
+	off    atomic.Int64
+	frozen atomic.Int64 // the reading it stands at, Unix ns; 0: running
+}
 
-func (c *offsetClock) Now() time.Time        { return time.Now().Add(time.Duration(c.off.Load())) }
+func (c *offsetClock) Now() time.Time {
+	if f := c.frozen.Load(); f != 0 {
+		return time.Unix(0, f)
+	}
+	return time.Now().Add(time.Duration(c.off.Load()))
+}
+
 func (c *offsetClock) Sleep(d time.Duration) { time.Sleep(d) }
+
+func (c *offsetClock) freeze() { c.frozen.CompareAndSwap(0, c.Now().UnixNano()) }
+
+func (c *offsetClock) thaw() {
+	if f := c.frozen.Load(); f != 0 {
+		c.off.Store(f - time.Now().UnixNano())
+		c.frozen.Store(0)
+	}
+}
 
 type child struct {
 	plan  wire.Plan
 	log   *slog.Logger
 	clock offsetClock
+	// holds holds chosen statements of every pool the child opens (the
+	// chaos suite's statement matrix); nothing is held until armed.
+	holds *holddriver.Control
 
 	outMu sync.Mutex
 
 	mu   sync.Mutex
 	gens map[int]*gen
+
+	migrateMu sync.Mutex
+	migrated  bool
 }
 
 // emit writes one event line; a single write, so lines never interleave.
@@ -115,6 +158,9 @@ type gen struct {
 	histMu  sync.Mutex
 	written atomic.Int64
 	errs    map[string]*atomic.Int64
+	client  *ent.Client // GenSpec.Insert: the ent client the issuer inserts with
+	inserts atomic.Int64
+	insErrs atomic.Int64
 	closing atomic.Bool
 	done    chan struct{} // the issuer has ended
 	closed  chan struct{} // Close has returned and the files are shut
@@ -122,13 +168,19 @@ type gen struct {
 
 func (c *child) options(s wire.GenSpec) []entflake.Option {
 	opts := []entflake.Option{
-		entflake.WithService(s.Service), entflake.WithClock(&c.clock),
+		entflake.WithService(s.Service),
 		entflake.WithLogger(c.log.With("gen", s.ID, "service", s.Service)),
 		entflake.WithHeartbeat(entflake.Heartbeat{
 			Interval: time.Duration(s.IntervalMs) * time.Millisecond, Retry: time.Duration(s.RetryMs) * time.Millisecond,
 			Timeout: time.Duration(s.TimeoutMs) * time.Millisecond, Margin: time.Duration(s.MarginMs) * time.Millisecond,
 			TTL: time.Duration(s.TTLMs) * time.Millisecond,
 		}),
+	}
+	if !s.DefaultClock {
+		opts = append(opts, entflake.WithClock(&c.clock))
+	}
+	if s.StartSpan > 0 {
+		opts = append(opts, entflake.WithRandomSequenceStart(s.StartSpan))
 	}
 	if s.Worker >= 0 {
 		opts = append(opts, entflake.WithWorkerID(s.Worker))
@@ -171,7 +223,7 @@ func (c *child) open(specs []wire.GenSpec) {
 	for _, s := range specs {
 		ready.Add(1)
 		all.Go(func() {
-			db, err := sql.Open(c.plan.Driver, c.plan.DSNs[s.DSN])
+			db, err := c.pool(c.plan.DSNs[s.DSN])
 			if err != nil {
 				ready.Done()
 				c.emit(wire.Event{Ev: "openerr", Gen: s.ID, Kind: "pool", Err: err.Error()})
@@ -211,6 +263,40 @@ func (c *child) open(specs []wire.GenSpec) {
 	}
 	start.Store(true)
 	all.Wait()
+}
+
+// pool opens a database/sql pool on dsn whose statements pass the child's
+// holds.
+func (c *child) pool(dsn string) (*sql.DB, error) {
+	var d driver.Driver
+	switch c.plan.Driver {
+	case "mysql":
+		d = &mysql.MySQLDriver{}
+	case "pgx":
+		d = stdlib.GetDefaultDriver()
+	case "sqlite":
+		d = &sqlite.Driver{}
+	default:
+		return nil, fmt.Errorf("unknown driver %q", c.plan.Driver)
+	}
+	return sql.OpenDB(holddriver.Connector(d, dsn, c.holds)), nil
+}
+
+// hold arms a statement hold and says whether it could.
+func (c *child) hold(h *wire.Hold) {
+	if h == nil {
+		c.emit(wire.Event{Ev: "armed", Err: "no hold"})
+		return
+	}
+	phase := holddriver.Before
+	if h.Phase == "answer" {
+		phase = holddriver.Answer
+	}
+	e := wire.Event{Ev: "armed", Name: h.Name}
+	if err := c.holds.Arm(holddriver.Hold{Name: h.Name, Patterns: h.Patterns, Phase: phase}); err != nil {
+		e.Err = err.Error()
+	}
+	c.emit(e)
 }
 
 // openKind names an error of OpenDB.
@@ -294,6 +380,9 @@ func (x *gen) hooks() *leasetrace.Hooks {
 
 func (c *child) start(x *gen, g *entflake.Generator) {
 	x.g = g
+	if x.spec.Insert {
+		x.client = c.entClient(x.db, g)
+	}
 	l := g.Lease()
 	c.mu.Lock()
 	c.gens[x.spec.ID] = x
@@ -301,6 +390,43 @@ func (c *child) start(x *gen, g *entflake.Generator) {
 	c.emit(wire.Event{Ev: "ready", Gen: x.spec.ID, Worker: g.WorkerID(), Source: l.Source.String(), State: l.State.String(),
 		Instance: g.Instance()})
 	go x.issue()
+}
+
+// entClient is an ent client on db whose IDGenerator is g, with the
+// example's schema migrated (entflake.Migrate, once per process, while
+// other processes lease): nil if the migration failed.
+func (c *child) entClient(db *sql.DB, g *entflake.Generator) *ent.Client {
+	drv := entsql.OpenDB(c.plan.Dialect, db)
+	client := ent.NewClient(ent.Driver(drv), ent.IDGenerator(g))
+	c.migrateMu.Lock()
+	defer c.migrateMu.Unlock()
+	if !c.migrated {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if err := entflake.Migrate(ctx, drv, func(ctx context.Context) error { return client.Schema.Create(ctx) }); err != nil {
+			c.log.Error("chaos child: migrate", "error", err)
+			return nil
+		}
+		c.migrated = true
+	}
+	return client
+}
+
+// insert inserts one row through the generator's ent client, and returns
+// the ID it was given: the hook assigned it before the INSERT, so it was
+// handed out whether or not the INSERT succeeded (0 if none was).
+func (x *gen) insert() int64 {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	b := x.client.Account.Create().SetOwner("chaos")
+	a, err := b.Save(ctx)
+	if err == nil {
+		x.inserts.Add(1)
+		return a.ID
+	}
+	x.insErrs.Add(1)
+	id, _ := b.Mutation().ID()
+	return id
 }
 
 // issue takes IDs until the generator is closed: a few at a time (1 to 4,
@@ -320,6 +446,12 @@ func (x *gen) issue() {
 		}
 		buf = buf[:0]
 		stop := false
+		if x.client != nil && rng.IntN(50) == 0 {
+			if id := x.insert(); id > 0 {
+				buf = binary.LittleEndian.AppendUint64(buf, uint64(id))
+			}
+			n = 0
+		}
 		if n > 16 && rng.IntN(2) == 0 {
 			clear(ids[:n])
 			err := x.g.NextIDs(ids[:n])
@@ -367,6 +499,7 @@ func (x *gen) stats() *wire.Stats {
 	st := x.g.Stats()
 	s := &wire.Stats{Written: x.written.Load(), Errors: map[string]int64{},
 		Renewals: st.Renewals, RenewalFailures: st.RenewalFailures, Fencings: st.Fencings, Switches: st.Switches,
+		Collisions: st.Collisions, Inserts: x.inserts.Load(), InsertErrors: x.insErrs.Load(),
 		State: st.LeaseState.String(), Worker: st.WorkerID, Closed: x.closing.Load()}
 	for k, v := range x.errs {
 		if n := v.Load(); n > 0 {
@@ -420,8 +553,10 @@ func (c *child) report() {
 	}
 }
 
-// quit closes every generator, at once, and exits.
+// quit closes every generator, at once, and exits; a statement held would
+// hold its generator's Close, so every hold is let go first.
 func (c *child) quit() {
+	c.holds.ReleaseAll()
 	c.mu.Lock()
 	ids := make([]int, 0, len(c.gens))
 	for id := range c.gens {

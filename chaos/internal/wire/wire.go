@@ -67,17 +67,44 @@ type GenSpec struct {
 	// its floor (leasetrace.Hooks.SkipFloor). Only the oracle's own test
 	// sets it.
 	SkipFloor bool `json:",omitempty"`
+	// DefaultClock leaves the generator on entflake's default clock (wall
+	// time at start plus Go's monotonic time) instead of the process's
+	// clock with an offset: the parent's clock faults do not reach it.
+	DefaultClock bool `json:",omitempty"`
+	// StartSpan is WithRandomSequenceStart (0: off).
+	StartSpan int64 `json:",omitempty"`
+	// Insert makes the generator's issuer insert, now and then, a row
+	// through an ent client whose IDGenerator it is (the example's
+	// schema, migrated with entflake.Migrate beside the leases): the
+	// tripwire sees every insert.
+	Insert bool `json:",omitempty"`
 }
 
 // Command is a line the parent writes to a child.
 type Command struct {
 	// Cmd is "open" (Gens, opened at the same moment from a barrier),
-	// "close" (Gen), "clock" (Offset) or "quit" (close everything, report,
-	// exit).
+	// "close" (Gen), "clock" (Offset), "freeze" and "thaw" (the process's
+	// clock stops, and goes on from where it stopped: a VM suspended and
+	// resumed, whose monotonic clock does not count the suspension), "hold" (Hold: hold the next
+	// statement that matches, see internal/holddriver), "release" (Name:
+	// let what it holds go on) or "quit" (close everything, report, exit).
 	Cmd    string
 	Gens   []GenSpec `json:",omitempty"`
 	Gen    int       `json:",omitempty"`
 	Offset int64     `json:",omitempty"` // nanoseconds added to the wall clock
+	Hold   *Hold     `json:",omitempty"`
+	Name   string    `json:",omitempty"`
+}
+
+// Hold is a statement hold to arm in a child: the next statement (of any
+// of its generators) whose text contains one of Patterns is held before
+// it is sent ("before") or its answer before it reaches the lease
+// ("answer"), until a "release" command names it; the child reports
+// "held" when it is.
+type Hold struct {
+	Name     string
+	Patterns []string
+	Phase    string // "before" or "answer"
 }
 
 // Event is a line a child writes to the parent.
@@ -85,7 +112,8 @@ type Event struct {
 	// Ev is "hello" (Pid), "opening" (Gen, At: just before OpenDB),
 	// "ready" (Gen, Worker, Source, State, Instance), "openerr" (Gen,
 	// Kind, Err), "closed" (Gen, Err), "stats" (Gen, Stats), "clock"
-	// (Offset, applied) or "bye".
+	// (Offset, applied), "held" (Name, Query: a statement is held), "armed"
+	// (Name, or Err) or "bye".
 	Ev       string
 	Gen      int    `json:",omitempty"`
 	At       int64  `json:",omitempty"` // Unix ns, the real clock
@@ -98,6 +126,8 @@ type Event struct {
 	Err      string `json:",omitempty"`
 	Offset   int64  `json:",omitempty"`
 	Stats    *Stats `json:",omitempty"`
+	Name     string `json:",omitempty"`
+	Query    string `json:",omitempty"`
 }
 
 // Stats is what a child knows of one generator.
@@ -107,10 +137,13 @@ type Stats struct {
 	// Errors counts NextID errors by kind (see ErrorKinds).
 	Errors map[string]int64
 	// From entflake's Stats.
-	Renewals, RenewalFailures, Fencings, Switches int64
-	State                                         string
-	Worker                                        int64
-	Closed                                        bool
+	Renewals, RenewalFailures, Fencings, Switches, Collisions int64
+	// Inserts and InsertErrors count the rows the generator's ent client
+	// inserted, and the inserts that failed (GenSpec.Insert).
+	Inserts, InsertErrors int64
+	State                 string
+	Worker                int64
+	Closed                bool
 }
 
 // ErrorKinds are the kinds of NextID errors a child tells apart: "lost"

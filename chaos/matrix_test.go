@@ -1,0 +1,534 @@
+package chaos
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/entflake/entflake/chaos/internal/wire"
+	"github.com/entflake/entflake/internal/dbtest"
+	"github.com/entflake/entflake/schema"
+)
+
+// The statement matrix. A delayed statement is the fault that random
+// minutes rarely line up and reviewers kept finding by hand: a read whose
+// answer comes late, a claim that reaches the database after the row it
+// read was taken, deleted and made again. Each cell holds one statement of
+// one starter X (internal/holddriver, in X's own process: on its way to
+// the database, "before", or its answer on the way back, "answer"), and
+// while it is held another actor takes one action on the pool; then the
+// statement goes on, every generator issues for a while, and the round is
+// checked, IDs for collisions and the history by the oracle. A cell is
+// named statement/phase×action and seeded from its name and CHAOS_SEED:
+// CHAOS_MATRIX=claim/before×delete-row reruns it.
+//
+// The pool each cell starts from has a history, so that a floor lost
+// shows up: G held worker g (512..1022) of the layout 0/10/12 and closed;
+// in most cells C then changed the pool's layout to 0/11/11, in which X
+// and the other actors take w = 2g, whose IDs are a quarter of g's. X's
+// clock is behind by half a second to a second and a half, so that a
+// floor lost puts X's IDs among G's.
+
+// mctx is the pool's history before X starts.
+type mctx int
+
+const (
+	// ctxPlain: G issued on worker g of 0/10/12 and closed; the pool has
+	// that layout (X, with 0/11/11, changes it).
+	ctxPlain mctx = iota
+	// ctxChanged: then C took and released a worker id of 0/11/11, which
+	// changed the pool's layout; the rows of 1024..2047 (w's chunk) are
+	// not made yet.
+	ctxChanged
+	// ctxChangedMade: then M took and released worker id 2047, which made
+	// w's chunk: w's row exists and was never held.
+	ctxChangedMade
+)
+
+// xOp is what X does that sends the statement.
+type xOp int
+
+const (
+	xTake    xOp = iota // X opens WithWorkerID(w)
+	xLease              // X leases; the counter hands w out next
+	xRenew              // X holds w; its next renewal
+	xRelease            // X holds w, and closes
+)
+
+// mstmt is a statement of the lease, as the matrix holds it.
+type mstmt struct {
+	name     string
+	patterns []string // its text contains one of them (sqlText's statements; PostgreSQL's placeholders are $n)
+	ctx      mctx
+	op       xOp
+}
+
+var mstmts = []mstmt{
+	{"lookup", []string{"SELECT s.fence, s.beats"}, ctxChangedMade, xTake},    // the slot's read, the row there
+	{"lookup-unmade", []string{"SELECT s.fence, s.beats"}, ctxChanged, xTake}, // ... the row not made yet
+	{"claim", []string{"SET fence = fence + 1"}, ctxChangedMade, xTake},       // the compare-and-set alone
+	{"counter", []string{"SET worker_id = LAST_INSERT_ID(", "SET worker_id = (worker_id + 1)"}, ctxChangedMade, xLease},
+	{"locked", []string{"WHERE service_name IN ('" + schema.LayoutService + "'"}, ctxChanged, xTake}, // the locked take's lock
+	{"count", []string{"SELECT COUNT(*), "}, ctxChanged, xTake},                                      // its count of the rows
+	{"make-rows", []string{"INSERT INTO sys_sequence_slot"}, ctxChanged, xTake},                      // its rows made
+	{"commit", []string{"COMMIT"}, ctxChanged, xTake},                                                // its COMMIT
+	{"layout-change", []string{"SET promise_ms = CASE WHEN"}, ctxPlain, xTake},                       // X's change of layout
+	{"write-marker", []string{"SET worker_id = ?, instance", "SET worker_id = $1, instance"}, ctxPlain, xTake},
+	{"renew", []string{"promise_ms = GREATEST(promise_ms", "promise_ms = max(promise_ms"}, ctxChangedMade, xRenew},
+	{"release", []string{"expires_ms = 0, promise_ms"}, ctxChangedMade, xRelease},
+}
+
+var phases = []string{"before", "answer"}
+
+// actions are what another actor does while X's statement is held (see
+// cell.act).
+var actions = []string{"none", "take", "renew", "release", "delete-row", "delete-rows", "delete-layout", "edit-layout",
+	"delete-slots", "edit-slots", "widen", "narrow", "epoch", "ttl", "clock-step"}
+
+// ciCells are the cells CI runs on each database: the cells that found
+// issue 22's holes on the code before its fixes (the first six; see
+// chaos/testdata/matrix-before.txt), and every statement and every action
+// at least once. The whole matrix: CHAOS_MATRIX=all.
+var ciCells = []string{
+	"claim/before×delete-row", "lookup/answer×delete-rows", "lookup-unmade/answer×delete-layout",
+	"locked/before×edit-layout", "claim/before×delete-slots", "counter/answer×edit-slots",
+	"count/answer×take", "make-rows/before×renew", "commit/answer×release", "layout-change/before×widen",
+	"write-marker/answer×narrow", "renew/before×delete-row", "release/answer×epoch", "claim/answer×ttl",
+	"lookup/before×clock-step", "renew/answer×none", "lookup-unmade/before×edit-slots",
+}
+
+var (
+	layoutOld  = layout{0, 10, 12}
+	layoutNew  = layout{0, 11, 11}
+	layoutWide = layout{0, 12, 10}
+)
+
+func cellName(st mstmt, phase, action string) string { return st.name + "/" + phase + "×" + action }
+
+// matrixCells lists the cells CHAOS_MATRIX selects: the CI cells when it is
+// empty, every cell for "all", else those matching any of its
+// comma-separated path.Match patterns.
+func matrixCells(t *testing.T) []string {
+	sel := os.Getenv("CHAOS_MATRIX")
+	var all []string
+	for _, st := range mstmts {
+		for _, ph := range phases {
+			for _, a := range actions {
+				all = append(all, cellName(st, ph, a))
+			}
+		}
+	}
+	switch sel {
+	case "":
+		for _, c := range ciCells {
+			if !slices.Contains(all, c) {
+				t.Fatalf("CI cell %q is not in the matrix", c)
+			}
+		}
+		return ciCells
+	case "all":
+		return all
+	}
+	var out []string
+	for _, c := range all {
+		for _, p := range strings.Split(sel, ",") {
+			if ok, err := path.Match(p, c); err != nil {
+				t.Fatalf("CHAOS_MATRIX=%q: %v", sel, err)
+			} else if ok {
+				out = append(out, c)
+				break
+			}
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("CHAOS_MATRIX=%q selects no cell", sel)
+	}
+	return out
+}
+
+func findCell(name string) (mstmt, string, string) {
+	for _, st := range mstmts {
+		for _, ph := range phases {
+			for _, a := range actions {
+				if cellName(st, ph, a) == name {
+					return st, ph, a
+				}
+			}
+		}
+	}
+	panic("no cell " + name)
+}
+
+// matrixTally counts a database's cells by result.
+type matrixTally struct {
+	mu                     sync.Mutex
+	pass, fail, notApplied []string
+}
+
+func (m *matrixTally) add(name, result string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch result {
+	case "pass":
+		m.pass = append(m.pass, name)
+	case "fail":
+		m.fail = append(m.fail, name)
+	default:
+		m.notApplied = append(m.notApplied, name)
+	}
+}
+
+func (m *matrixTally) String() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	slices.Sort(m.fail)
+	slices.Sort(m.notApplied)
+	return fmt.Sprintf("%d cells: %d pass, %d fail %v, %d not applied %v", len(m.pass)+len(m.fail)+len(m.notApplied),
+		len(m.pass), len(m.fail), m.fail, len(m.notApplied), m.notApplied)
+}
+
+// TestMatrix runs the statement matrix's cells (see matrixCells) on every
+// database: each must apply its fault (its statement held, its action
+// taken), write IDs, and show no duplicate and no oracle breach.
+// CHAOS_MATRIX_PARALLEL cells run at once (2).
+func TestMatrix(t *testing.T) {
+	cells := matrixCells(t)
+	seed := envSeed(t, 22)
+	par := envInt(t, "CHAOS_MATRIX_PARALLEL", 2)
+	childBin(t)
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		tally := &matrixTally{}
+		sem := make(chan struct{}, par)
+		t.Run("cells", func(t *testing.T) {
+			for _, name := range cells {
+				t.Run(name, func(t *testing.T) {
+					t.Parallel()
+					sem <- struct{}{}
+					defer func() { <-sem }()
+					res := runCell(t, b, name, seed)
+					tally.add(name, res)
+				})
+			}
+		})
+		t.Logf("matrix on %s (seed %d): %s", b.Name, seed, tally)
+	})
+}
+
+// runCell runs one cell and reports "pass", "fail" or "not applied" (a
+// failure too: the cell proves nothing).
+func runCell(t *testing.T, b dbtest.Backend, name string, seed uint64) string {
+	st, phase, action := findCell(name)
+	rep := newReport(b.Name)
+	db := b.Fresh(t)
+	createTables(t, db.DB, b.Dialect)
+	cseed := seed ^ fnv64(name)
+	r := newRound(t, b, db, cseed, rep)
+	c := &cell{r: r, st: st, phase: phase, action: action, rng: rand.New(rand.NewPCG(cseed, 0x6d6174))}
+	start := time.Now()
+	err := c.run()
+	r.quitAll()
+	v := r.check()
+	rep.add(r, v, time.Since(start))
+	t.Logf("cell %s on %s (seed %d): %s\n%s", name, b.Name, cseed, c.notes(), rep)
+	switch {
+	case err != nil:
+		t.Errorf("cell %s on %s: not applied: %v", name, b.Name, err)
+		return "not applied"
+	case v.ids == 0:
+		t.Errorf("cell %s on %s: no ID written", name, b.Name)
+		return "not applied"
+	case v.dups > 0 || v.disorder > 0 || v.oracle.Breaches() > 0:
+		t.Errorf("cell %s on %s: %d duplicate IDs, %d out of order, %d oracle breaches (%d overlaps, %d outside)",
+			name, b.Name, v.dups, v.disorder, v.oracle.Breaches(), v.oracle.Overlaps, v.oracle.Outside)
+		return "fail"
+	}
+	return "pass"
+}
+
+// cell is one run of a cell.
+type cell struct {
+	r             *round
+	st            mstmt
+	phase, action string
+	rng           *rand.Rand
+
+	x, o    *proc // X's process, and the other actors'
+	g, w    int64 // G's worker id (0/10/12), and the slot X takes (0/11/11)
+	xg      *genState
+	logMu   sync.Mutex
+	logLine []string
+}
+
+func (c *cell) note(format string, args ...any) {
+	c.logMu.Lock()
+	defer c.logMu.Unlock()
+	c.logLine = append(c.logLine, fmt.Sprintf(format, args...))
+}
+
+func (c *cell) notes() string {
+	c.logMu.Lock()
+	defer c.logMu.Unlock()
+	return strings.Join(c.logLine, "; ")
+}
+
+// mate is another worker id of w's chunk.
+func (c *cell) mate() int64 { return c.w ^ 1 }
+
+// spec is a generator of layout l on worker (or leasing, -1) that must
+// lease. X renews ten times a second (so that a renewal is soon there to
+// hold); the other actors once a second, as holders renew seldom in
+// production (every 10 s by default): a holder that lost its row learns
+// of it only then, and what a delayed statement of X's does meanwhile is
+// what the cell looks at.
+func (c *cell) spec(service string, l layout, worker int64) wire.GenSpec {
+	s := c.r.spec(service, worker)
+	s.ClockSeqBits, s.WorkerBits, s.SequenceBits = l.CS, l.W, l.S
+	if service != "x" {
+		s = withBeat(s, slowBeat)
+	}
+	return s
+}
+
+// openWait opens a generator in p and waits up to d for its open to end;
+// it notes how.
+func (c *cell) openWait(p *proc, who string, s wire.GenSpec, d time.Duration) *genState {
+	g := p.open(s)[0]
+	ev, err := g.wait(d)
+	switch {
+	case err != nil:
+		c.note("%s: %v", who, shorten(err.Error()))
+	default:
+		c.note("%s holds %d (%s)", who, ev.Worker, ev.State)
+	}
+	return g
+}
+
+func shorten(s string) string {
+	if len(s) > 160 {
+		return s[:160] + "..."
+	}
+	return s
+}
+
+// closeWait closes a generator and waits up to 10 s for it.
+func (c *cell) closeWait(p *proc, g *genState) {
+	p.close(g)
+	waitFor(10*time.Second, func() bool { _, _, cl, _ := g.snapshot(); return cl != nil })
+}
+
+// exec runs a statement on the pool's own connection, bounded: it may wait
+// for a lock X holds, and then lands after X's statement goes on.
+func (c *cell) exec(q string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+	defer cancel()
+	res, err := c.r.db.ExecContext(ctx, q)
+	if err != nil {
+		c.note("%s: %v", shorten(q), err)
+		return
+	}
+	n, _ := res.RowsAffected()
+	c.note("%s: %d rows", shorten(q), n)
+}
+
+// history makes the pool's history (see mctx).
+func (c *cell) history() error {
+	c.g = 512 + c.rng.Int64N(511)
+	c.w = 2 * c.g
+	gs := c.openWait(c.o, "G", c.spec("g", layoutOld, c.g), 20*time.Second)
+	if ready, _, _, _ := gs.snapshot(); ready == nil {
+		return fmt.Errorf("G did not open")
+	}
+	time.Sleep(300 * time.Millisecond)
+	c.closeWait(c.o, gs)
+	if c.st.ctx == ctxPlain {
+		return nil
+	}
+	cs := c.openWait(c.o, "C", c.spec("c", layoutNew, c.rng.Int64N(1024)), 20*time.Second)
+	if ready, _, _, _ := cs.snapshot(); ready == nil {
+		return fmt.Errorf("C did not change the layout")
+	}
+	c.closeWait(c.o, cs)
+	if c.st.ctx == ctxChanged {
+		return nil
+	}
+	ms := c.openWait(c.o, "M", c.spec("m", layoutNew, 2047), 20*time.Second)
+	if ready, _, _, _ := ms.snapshot(); ready == nil {
+		return fmt.Errorf("M did not make w's chunk")
+	}
+	c.closeWait(c.o, ms)
+	return nil
+}
+
+// run runs the cell: the history, X's statement held, the action, the
+// statement let go, a while of issuing.
+func (c *cell) run() error {
+	c.o = c.r.spawn("others", "main", nil, "", 1)
+	c.x = c.r.spawn("x", "main", nil, "", 1)
+	if err := c.history(); err != nil {
+		return err
+	}
+	behind := -between(c.rng, 500*time.Millisecond, 1500*time.Millisecond)
+	if !c.x.setClock(behind, 5*time.Second) {
+		return fmt.Errorf("X's clock step was not applied")
+	}
+	xs := c.spec("x", layoutNew, c.w)
+	if c.st.op == xLease {
+		xs = c.spec("x", layoutNew, -1)
+		if _, err := c.r.db.Exec(fmt.Sprintf("UPDATE sys_sequence SET worker_id = %d WHERE service_name = '__global__'", c.w-1)); err != nil {
+			return err
+		}
+	}
+	xs.LeaseTimeoutMs = 10_000
+	hold := wire.Hold{Name: "cell", Patterns: c.st.patterns, Phase: c.phase}
+	switch c.st.op {
+	case xTake, xLease:
+		if err := c.x.arm(hold); err != nil {
+			return err
+		}
+		c.xg = c.x.open(xs)[0]
+	case xRenew, xRelease:
+		c.xg = c.openWait(c.x, "X", xs, 20*time.Second)
+		if ready, _, _, _ := c.xg.snapshot(); ready == nil {
+			return fmt.Errorf("X did not open")
+		}
+		time.Sleep(200 * time.Millisecond)
+		if err := c.x.arm(hold); err != nil {
+			return err
+		}
+		if c.st.op == xRelease {
+			c.x.close(c.xg)
+		}
+	}
+	q := c.x.heldQuery("cell", 15*time.Second)
+	if q == "" {
+		c.x.releaseHold("cell")
+		return fmt.Errorf("X never sent %s", c.st.name)
+	}
+	c.note("X held at %q", shorten(q))
+	acted := make(chan struct{})
+	go func() {
+		defer close(acted)
+		c.act()
+	}()
+	select {
+	case <-acted:
+	case <-time.After(8 * time.Second):
+		c.note("the action waits for X (a lock X holds): X goes on first")
+	}
+	// At once: the action's effect (a row deleted under its holder, made
+	// again by another) lasts until the holder's next renewal.
+	c.x.releaseHold("cell")
+	<-acted
+	if c.st.op != xRelease {
+		if _, err := c.xg.wait(30 * time.Second); err != nil {
+			c.note("X: %v", shorten(err.Error()))
+		} else {
+			ready, _, _, _ := c.xg.snapshot()
+			c.note("X holds %d (%s)", ready.Worker, ready.State)
+		}
+	}
+	time.Sleep(1500 * time.Millisecond)
+	return nil
+}
+
+// act takes the cell's action while X's statement is held.
+func (c *cell) act() {
+	o, w := c.o, c.w
+	holder := func() { c.openWait(o, "H", c.spec("h", layoutNew, w), 4*time.Second) }
+	deleteRows := func(all bool) {
+		if all {
+			c.exec("DELETE FROM sys_sequence_slot")
+		} else {
+			c.exec(fmt.Sprintf("DELETE FROM sys_sequence_slot WHERE worker_id IN (%d, %d)", w, c.mate()))
+		}
+	}
+	// remake has Z take w's mate, whose locked take makes the rows of the
+	// chunk again (w's too): it waits for w's row, not for Z, which may
+	// then wait for its floor.
+	remake := func() {
+		o.open(c.spec("z", layoutNew, c.mate()))
+		ok := waitFor(4*time.Second, func() bool { s, err := readSlot(c.r.db.DB, w); return err == nil && s.exists })
+		c.note("Z opens; w's row made again: %v", ok)
+	}
+	switch c.action {
+	case "none":
+		time.Sleep(between(c.rng, 200*time.Millisecond, 800*time.Millisecond))
+	case "take":
+		holder()
+	case "renew":
+		before, _ := readSlot(c.r.db.DB, w)
+		holder()
+		ok := waitFor(3*time.Second, func() bool {
+			s, err := readSlot(c.r.db.DB, w)
+			return err == nil && s.exists && s.beats != before.beats
+		})
+		c.note("a renewal of slot %d seen: %v", w, ok)
+	case "release":
+		h := c.openWait(o, "H", c.spec("h", layoutNew, w), 4*time.Second)
+		time.Sleep(300 * time.Millisecond)
+		c.closeWait(o, h)
+	case "delete-row", "delete-rows":
+		holder()
+		deleteRows(c.action == "delete-rows")
+		remake()
+	case "delete-layout":
+		c.exec("DELETE FROM sys_sequence WHERE service_name = '" + schema.LayoutService + "'")
+	case "edit-layout":
+		switch c.rng.IntN(3) {
+		case 0:
+			c.exec("UPDATE sys_sequence SET instance = NULL WHERE service_name = '" + schema.LayoutService + "'")
+		case 1: // the floor stripped: the text still reads
+			var text sql.NullString
+			_ = c.r.db.QueryRow("SELECT instance FROM sys_sequence WHERE service_name = '" + schema.LayoutService + "'").Scan(&text)
+			l, _, _ := strings.Cut(text.String, " floor=")
+			c.exec(fmt.Sprintf("UPDATE sys_sequence SET instance = '%s' WHERE service_name = '%s'", l, schema.LayoutService))
+		default:
+			c.exec("UPDATE sys_sequence SET instance = '0/12/10 2024-01-01T00:00:00.000Z' WHERE service_name = '" + schema.LayoutService + "'")
+		}
+	case "delete-slots", "edit-slots":
+		holder()
+		deleteRows(false)
+		switch {
+		case c.action == "delete-slots":
+			c.exec("DELETE FROM sys_sequence WHERE service_name = '" + schema.SlotsService + "'")
+		case c.rng.IntN(2) == 0:
+			c.exec("UPDATE sys_sequence SET worker_id = -1 WHERE service_name = '" + schema.SlotsService + "'")
+		default:
+			c.exec("UPDATE sys_sequence SET instance = NULL WHERE service_name = '" + schema.SlotsService + "'")
+		}
+		remake()
+	case "widen":
+		c.openWait(o, "W", c.spec("wide", layoutWide, 2*w+c.rng.Int64N(2)), 4*time.Second)
+	case "narrow":
+		c.openWait(o, "N", c.spec("narrow", layoutOld, w/2), 4*time.Second)
+	case "epoch":
+		s := c.spec("epoch", layoutNew, c.mate())
+		shift := between(c.rng, 500*time.Millisecond, 3*time.Second)
+		if c.rng.IntN(2) == 0 {
+			shift = -shift
+		}
+		s.EpochMs = epochOf(s) + shift.Milliseconds()
+		c.openWait(o, "E", s, 4*time.Second)
+	case "ttl":
+		s := withBeat(c.spec("ttl", layoutNew, c.mate()), beat{Interval: 100, Retry: 50, Timeout: 500, Margin: 300, TTL: 4000})
+		c.openWait(o, "T", s, 4*time.Second)
+	case "clock-step":
+		c.x.mu.Lock()
+		off := time.Duration(c.x.offset)
+		c.x.mu.Unlock()
+		step := between(c.rng, 300*time.Millisecond, 2*time.Second)
+		if c.rng.IntN(2) == 0 {
+			step = -step
+		}
+		c.note("X's clock steps %v", step)
+		c.x.setClock(off+step, 3*time.Second)
+	}
+}
