@@ -52,6 +52,7 @@ const chunkRows = 1024
 type pool struct {
 	hasLayout  bool   // the '__layout__' row is there
 	layoutText string // its instance (layoutText); "" when NULL
+	layoutTTL  int64  // its worker_id: the copy of the longest TTL (ttlCopy)
 	hasSlots   bool   // the '__slots__' row is there
 	made       int64  // slot rows made; -1 when not known
 	slotsText  string // its instance (slotsText)
@@ -60,15 +61,18 @@ type pool struct {
 
 // conforms reports whether a claim may run alone, as one statement: the
 // pool's rows are there, say this take's layout, record a TTL at least
-// this take's, and the server's shared locks work (not TiDB). Inside the
-// locked take, every claim conforms.
+// this take's, keep their copies of each other (the TTL in '__layout__',
+// the layout in '__slots__': a pool last set up by an older entflake runs
+// one locked take to write them), and the server's shared locks work (not
+// TiDB). Inside the locked take, every claim conforms.
 func (s *session) conforms(p pool) bool {
 	if s.locked {
 		return true
 	}
 	layout, _ := parseLayout(p.layoutText)
+	st := parseSlots(p.slotsText)
 	return p.hasLayout && p.hasSlots && p.made >= 0 && !p.tidb && layout == s.r.Layout &&
-		(s.r.Forever || parseSlots(p.slotsText).ttl >= s.r.ttlMs())
+		st.layout == s.r.Layout && p.layoutTTL >= ttlCopy(st.ttl) && (s.r.Forever || st.ttl >= s.r.ttlMs())
 }
 
 // layoutText is the '__layout__' row's instance: the layout, and, after a
@@ -89,13 +93,25 @@ func parseLayout(t string) (layout string, floor int64) {
 	return layout, floor
 }
 
-// slots is the '__slots__' row's instance: "ttl=<ms> until=<ms>".
+// slots is the '__slots__' row's instance: "ttl=<ms> until=<ms>
+// layout=<tag>", the tag with its space written '@' (older entflakes,
+// which write the first two, read past the third).
 type slots struct {
 	ttl   int64 // the longest TTL any holder used, ms
 	until int64 // database Unix ms until which rows are made with a floor; 0: none
+	// layout is a copy of the pool's layout and epoch (the '__layout__'
+	// row's, without its floor), so that a lost '__layout__' row is put
+	// back as it was; "" when none was written.
+	layout string
 }
 
-func (st slots) String() string { return fmt.Sprintf("ttl=%d until=%d", st.ttl, st.until) }
+func (st slots) String() string {
+	t := fmt.Sprintf("ttl=%d until=%d", st.ttl, st.until)
+	if st.layout != "" {
+		t += " layout=" + strings.ReplaceAll(st.layout, " ", "@")
+	}
+	return t
+}
 
 // parseSlots reads a slots text; what it cannot read counts as zero (the
 // next locked take writes it afresh, with its own TTL).
@@ -103,6 +119,10 @@ func parseSlots(t string) slots {
 	var st slots
 	for _, f := range strings.Fields(t) {
 		k, v, _ := strings.Cut(f, "=")
+		if k == "layout" {
+			st.layout = strings.ReplaceAll(v, "@", " ")
+			continue
+		}
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
 			continue
@@ -187,25 +207,13 @@ func (s *session) lockedOnce(ctx context.Context, workerID int64, decide func(ro
 	if err != nil {
 		return Slot{}, false, err
 	}
-	// What the pool's rows said before any is put back: a row missing, or
-	// one whose value cannot be read (NULL, edited), has lost what it knew
-	// (rule 2 of statements.go).
-	var lost []string
-	layoutKnown, slotsKnown := m.hasLayout && knownLayout(m.layoutText), m.hasSlots && m.made >= 0 && parseSlots(m.slotsText).ttl > 0
-	if !layoutKnown {
-		lost = append(lost, schema.LayoutService)
-	}
-	if !slotsKnown {
-		lost = append(lost, schema.SlotsService)
-	}
-	// A pool is new only when nothing says it was used: no slot row, and
-	// neither pool row has what a take writes. One pool row that does
-	// beside one lost means the slot rows may have been deleted with it.
-	used := layoutKnown || slotsKnown && (m.made > 0 || parseSlots(m.slotsText).until > 0)
 	if !m.hasLayout || !m.hasSlots {
 		if _, err := s.x.ExecContext(ctx, s.q.seedMarkers); err != nil {
 			return Slot{}, false, fmt.Errorf("seed the pool's rows: %w", err)
 		}
+		// Read again, locked: under READ COMMITTED another starter's rows
+		// (not yet committed at the first read, which locked nothing)
+		// show here once its seed has waited for them.
 		if m, err = s.lockMarkers(ctx); err != nil {
 			return Slot{}, false, err
 		}
@@ -214,6 +222,21 @@ func (s *session) lockedOnce(ctx context.Context, workerID int64, decide func(ro
 		}
 	}
 	st := parseSlots(m.slotsText)
+	// A pool's row that a seed just put in, or that reads as nothing
+	// (NULL, -1, a layout that does not parse: deleted or edited), has lost
+	// what it knew (rule 2 of statements.go). A pool is new only when
+	// nothing says it was used: no slot row, and neither pool row has what
+	// a take writes. One pool row that does, beside one lost, means the slot
+	// rows may have been deleted with it.
+	layoutKnown, slotsKnown := knownLayout(m.layoutText), m.made >= 0 && st.ttl > 0
+	used := layoutKnown || slotsKnown && (m.made > 0 || st.until > 0)
+	var lost []string
+	if !layoutKnown {
+		lost = append(lost, schema.LayoutService)
+	}
+	if !slotsKnown {
+		lost = append(lost, schema.SlotsService)
+	}
 	// The longest TTL is kept in both rows (in '__layout__', its
 	// worker_id): one deleted or edited, the other still knows it.
 	st.ttl = max(st.ttl, m.layoutTTL)
@@ -230,12 +253,11 @@ func (s *session) lockedOnce(ctx context.Context, workerID int64, decide func(ro
 	if err := s.x.QueryRowContext(ctx, s.q.countRows).Scan(&count, &nowMs); err != nil {
 		return Slot{}, false, fmt.Errorf("count the slot rows: %w", err)
 	}
+	inUse := count > 0 || used
 	switch {
-	case len(lost) > 0 && (count > 0 || used):
-		// A pool's row lost beside slot rows that exist, or beside the
-		// other pool row, which says the pool was used: rows may have been
-		// deleted unseen, and the layout's floor may be gone. Rows made
-		// from now on start above the worst case.
+	case len(lost) > 0 && inUse:
+		// Rows may have been deleted unseen, and the layout's floor may be
+		// gone: rows made from now on start above the worst case.
 		worst, err := s.worstCase(ctx, nowMs, st.ttl)
 		if err != nil {
 			return Slot{}, false, err
@@ -250,13 +272,28 @@ func (s *session) lockedOnce(ctx context.Context, workerID int64, decide func(ro
 	case s.deficit(&st, &made, count, nowMs):
 		writeSlots = true
 	}
-	wrote := false
+	writeLayout := m.layoutTTL != ttlCopy(st.ttl)
+	if !layoutKnown {
+		// Put the '__layout__' row back as what survives says it was, and
+		// write it, whatever this take then decides: a row left unreadable
+		// would be found lost, and the window moved on, by every take.
+		if m.layoutText, err = s.restoreLayout(ctx, st, inUse); err != nil {
+			return Slot{}, false, err
+		}
+		writeLayout = true
+	}
+	// '__slots__' keeps a copy of the layout, for the day '__layout__' is
+	// lost.
+	if layout, _ := parseLayout(m.layoutText); st.layout != layout {
+		st.layout, writeSlots = layout, true
+	}
 	if layout, _ := parseLayout(m.layoutText); layout != s.r.Layout {
 		floor, err := s.changeLayout(ctx, layout, st, nowMs)
 		if errors.Is(err, ErrLayout) {
-			// Refused, after nothing but reads: keep what the count found.
-			if writeSlots {
-				if err := s.writePoolRows(ctx, made, st, m.layoutText, m.layoutTTL); err != nil {
+			// Refused, after nothing but reads: keep what the count found,
+			// and the row put back.
+			if writeSlots || writeLayout {
+				if err := s.writePoolRows(ctx, made, st, m.layoutText); err != nil {
 					return Slot{}, false, err
 				}
 			}
@@ -269,8 +306,9 @@ func (s *session) lockedOnce(ctx context.Context, workerID int64, decide func(ro
 		if err != nil {
 			return Slot{}, false, err
 		}
-		m.layoutText, m.layoutTTL, wrote = layoutText(s.r.Layout, floor), -1, true // -1: write it
+		m.layoutText, st.layout, writeSlots, writeLayout = layoutText(s.r.Layout, floor), s.r.Layout, true, true
 	}
+	wrote := false
 	w, err := s.read(ctx, workerID, nil)
 	if err != nil {
 		return Slot{}, false, err
@@ -281,8 +319,8 @@ func (s *session) lockedOnce(ctx context.Context, workerID int64, decide func(ro
 		}
 		writeSlots = true
 	}
-	if writeSlots || wrote || m.layoutTTL != ttlCopy(st.ttl) {
-		if err := s.writePoolRows(ctx, made, st, m.layoutText, m.layoutTTL); err != nil {
+	if writeSlots || writeLayout {
+		if err := s.writePoolRows(ctx, made, st, m.layoutText); err != nil {
 			return Slot{}, false, err
 		}
 		wrote = true
@@ -324,18 +362,75 @@ func (s *session) lockedOnce(ctx context.Context, workerID int64, decide func(ro
 
 // writePoolRows writes the pool's two rows: '__slots__' with the count of
 // rows made and st, and '__layout__' with layout (its text) and, in its
-// worker_id, the longest TTL (ttlCopy), where that differs from was (its
-// worker_id as read; -1 to write it in any case).
-func (s *session) writePoolRows(ctx context.Context, made int64, st slots, layout string, was int64) error {
+// worker_id, the longest TTL (ttlCopy).
+func (s *session) writePoolRows(ctx context.Context, made int64, st slots, layout string) error {
 	if _, err := s.x.ExecContext(ctx, s.q.writeMarker, made, st.String(), schema.SlotsService); err != nil {
 		return fmt.Errorf("write the pool's slot count: %w", err)
 	}
-	if ttl := ttlCopy(st.ttl); was != ttl {
-		if _, err := s.x.ExecContext(ctx, s.q.writeMarker, ttl, layout, schema.LayoutService); err != nil {
-			return fmt.Errorf("write the pool's layout: %w", err)
-		}
+	if _, err := s.x.ExecContext(ctx, s.q.writeMarker, ttlCopy(st.ttl), layout, schema.LayoutService); err != nil {
+		return fmt.Errorf("write the pool's layout: %w", err)
 	}
 	return nil
+}
+
+// restoreLayout is the text of a lost '__layout__' row, put back from what
+// survives: the copy of the layout in '__slots__' (st.layout), or else the
+// layout the slot rows have (one of another layout than this take's if
+// any: the change to this take's then runs as any change does, refused
+// while a slot of it is live or the deletion's window lasts). Its floor is
+// one above every promise in the table, in that layout's time frame: rows
+// made later start above every ID the table says was promised. When
+// nothing tells the layout (no copy; no slot row was ever held) and the
+// pool was used (inUse), the rows never held are given the worst case as
+// their promise: a holder of a row deleted with the '__layout__' row may
+// have had any layout, and a row of this one that shares its worker bits
+// must start above it.
+func (s *session) restoreLayout(ctx context.Context, st slots, inUse bool) (string, error) {
+	groups, err := s.layoutGroups(ctx)
+	if err != nil {
+		return "", err
+	}
+	layout := st.layout
+	if !knownLayout(layout) {
+		layout = ""
+		best := int64(-1)
+		for _, g := range groups {
+			if !knownLayout(g.layout) {
+				continue
+			}
+			// Another layout than the take's wins: the change then goes
+			// through the guard of a change.
+			if layout == "" || layout == s.r.Layout || g.layout != s.r.Layout && g.maxPromise > best {
+				layout, best = g.layout, g.maxPromise
+			}
+		}
+	}
+	unknown := layout == ""
+	if unknown {
+		layout = s.r.Layout
+	}
+	frame, _ := layoutEpochMs(layout)
+	top := int64(-1) // the highest time field of any promise
+	for _, g := range groups {
+		e, ok := layoutEpochMs(g.layout)
+		if !ok {
+			e = frame
+		}
+		if g.maxPromise > 0 {
+			top = max(top, g.maxPromise-e)
+		}
+	}
+	floor := int64(0)
+	if top >= 0 {
+		floor = top + frame + 1
+	}
+	if unknown && inUse {
+		floor = max(floor, st.until+1)
+		if _, err := s.x.ExecContext(ctx, s.q.raiseNever, floor-1, floor-1); err != nil {
+			return "", fmt.Errorf("floor the slots never held: %w", err)
+		}
+	}
+	return layoutText(layout, floor), nil
 }
 
 // ttlCopy is the longest TTL as the '__layout__' row keeps it, in its
@@ -394,7 +489,11 @@ type layoutGroup struct {
 // layoutGroups reads the highest promise and expiry of the slot rows of
 // each layout.
 func (s *session) layoutGroups(ctx context.Context) ([]layoutGroup, error) {
-	rows, err := s.x.QueryContext(ctx, s.q.layoutMax)
+	stmt := s.q.layoutMax
+	if !s.tidb {
+		stmt = s.q.layoutMaxLocked
+	}
+	rows, err := s.x.QueryContext(ctx, stmt)
 	if err != nil {
 		return nil, fmt.Errorf("read the slots' promises: %w", err)
 	}
@@ -523,14 +622,10 @@ func (s *session) lockMarkers(ctx context.Context) (markers, error) {
 // later instant. Every slot row takes the new layout and that floor less
 // one as its promise (see sqlText.convert). The floor it returns is for
 // rows made later, and is one above every promise in the table, of any
-// layout, this take's included: old is what the '__layout__' row said,
-// and when it was lost (missing, unreadable) or disagrees with the rows,
-// what it knew of the floor is gone, and the table's promises are what
-// survives of it (rule 2 of statements.go).
-//
-// A '__layout__' row lost beside rows that all have this take's layout
-// (or none) is put back, not changed: the layout stays what the rows say,
-// and a change's refusal after rows were found deleted does not apply.
+// layout, this take's included: old is what the '__layout__' row said
+// (or, lost, was put back as: restoreLayout), and when it disagrees with
+// the rows, what it knew of the floor may be gone, and the table's
+// promises are what survives of it (rule 2 of statements.go).
 func (s *session) changeLayout(ctx context.Context, old string, st slots, nowMs int64) (int64, error) {
 	// Lock every row of another layout, live or not: a renewal of one that
 	// is in flight (its UPDATE done, its COMMIT not) holds the row, and a
@@ -558,11 +653,7 @@ func (s *session) changeLayout(ctx context.Context, old string, st slots, nowMs 
 	if err != nil {
 		return 0, err
 	}
-	repair := !knownLayout(old)
-	for _, g := range groups {
-		repair = repair && (g.layout == "" || g.layout == s.r.Layout)
-	}
-	if st.until > nowMs && !repair {
+	if st.until > nowMs {
 		return 0, fmt.Errorf("%w: ours is %q; slot rows were found deleted, and their holders may be live until %s: "+
 			"the pool's layout (%q) cannot change before then", ErrLayout, s.r.Layout,
 			time.UnixMilli(st.until).UTC().Format(time.RFC3339Nano), old)
@@ -600,14 +691,6 @@ func (s *session) changeLayout(ctx context.Context, old string, st slots, nowMs 
 		// Holders of rows found deleted, whose rows may not have been made
 		// again, issued (in the old layout) up to until at most.
 		top = max(top, st.until-oldEpoch)
-	}
-	if repair {
-		// Nothing to move: the rows keep their promises, which floor their
-		// next holders, and rows made later start above all of them.
-		if all < 0 {
-			return 0, nil
-		}
-		return all + mine + 1, nil
 	}
 	floor := int64(0)
 	if top >= 0 {

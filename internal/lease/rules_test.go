@@ -176,7 +176,7 @@ func TestMarkerRowsLost(t *testing.T) {
 				if name == "both deleted" && rows == "every row" {
 					continue // every row of both tables but the counter: a documented exclusion
 				}
-				t.Run(name+"/"+rows, func(t *testing.T) { markerLost(t, b, edit, rows == "every row") })
+				t.Run(name+"/"+rows, func(t *testing.T) { markerLost(t, b, edit, rows == "every row", name == "both deleted") })
 			}
 		}
 	})
@@ -184,8 +184,8 @@ func TestMarkerRowsLost(t *testing.T) {
 
 // markerLost: see TestMarkerRowsLost. all deletes every slot row, not
 // only the holder's: then no slot row is left to say the pool was used,
-// and the pool row that survives must.
-func markerLost(t *testing.T, b dbtest.Backend, edit string, all bool) {
+// and the pool row that survives must. both: both pool rows are lost.
+func markerLost(t *testing.T, b dbtest.Backend, edit string, all, both bool) {
 	db := b.Fresh(t)
 	rh := named(request(db.DB, b.Dialect, "h"), "h@h@1@1")
 	rh.Explicit, rh.WorkerID = true, 40
@@ -213,9 +213,20 @@ func markerLost(t *testing.T, b dbtest.Backend, edit string, all bool) {
 	if all {
 		return
 	}
-	// A take of a row that survived is not held up by it.
 	ry := named(request(db.DB, b.Dialect, "y"), "y@h@3@3")
 	ry.Explicit, ry.WorkerID = true, 41
+	if both {
+		// Nothing tells the layout the lost holder had: the rows never
+		// held (41 is one) start above the worst case too.
+		sy, err := Take(ctx, ry)
+		if err == nil {
+			assert.Greater(t, sy.Floor, sh.Promise, "worker 41, never held, taken at %d with both pool rows lost", sy.Floor)
+		} else {
+			assert.ErrorIs(t, err, ErrFloorAhead)
+		}
+		return
+	}
+	// A take of a row that survived is not held up by it.
 	sy := take(t, ry)
 	assert.LessOrEqual(t, sy.Floor, time.Now().UnixMilli()+1000, "a surviving row's floor is its own")
 }
@@ -279,5 +290,267 @@ func TestMakeRowsMeetsAnOlderInstance(t *testing.T) {
 			t.Fatal(err)
 		}
 		assert.NotEmpty(t, deleted, "the deletion of the older instance's row is found")
+	})
+}
+
+// The holes a hostile review of this file's first fixes found, each a
+// test that failed then.
+
+const (
+	ruleL0 = "0/10/12 2024-01-01T00:00:00.000Z"
+	ruleL1 = "0/11/11 2024-01-01T00:00:00.000Z"
+)
+
+// TestLayoutChangeReadsLatestPromises: a layout change (T, 0/11/11) on MySQL runs in a
+// REPEATABLE READ transaction whose snapshot is taken by countRows, before
+// lockOthers. Old holder H (0/10/12, worker 100) renews (raising its
+// promise) and then releases (its last ms above the promise it had at T's
+// snapshot) while T waits before lockOthers. T's liveOther (a locking,
+// current read) sees the slot released; its layoutMax (a plain read) sees
+// the old promise; convert overwrites the old row's promise with the stale
+// floor. T's worker 200 (= H's bits) starts at or below H's last ms.
+func TestLayoutChangeReadsLatestPromises(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		if b.Dialect == dialect.SQLite {
+			t.Skip("the locked take holds SQLite's write lock: no renewal comes between")
+		}
+		db := b.Fresh(t)
+		ctx := context.Background()
+		rh := named(request(db.DB, b.Dialect, "h"), "h@h@1@1")
+		rh.Explicit, rh.WorkerID, rh.Layout, rh.TTL, rh.Horizon = true, 100, ruleL0, 3*time.Second, 200*time.Millisecond
+		sh := take(t, rh)
+		p1 := sh.Promise
+		hh := holding(db.DB, b.Dialect, sh)
+
+		hdb, hk := hooked(t, db.Driver, db.DSN)
+		rt := named(request(hdb, b.Dialect, "t"), "t@h@2@2")
+		rt.Explicit, rt.WorkerID, rt.Layout, rt.Workers, rt.TTL, rt.Horizon = true, 200, ruleL1, 2048, 3*time.Second, 2*time.Second
+		held, release := holdFirst(hk, "SELECT worker_id FROM sys_sequence_slot WHERE layout <")
+		defer release()
+		ts := goTakeWith(rt, 20*time.Second)
+		select {
+		case <-held:
+		case r := <-ts:
+			t.Fatalf("T ended before lockOthers: %+v", r)
+		}
+		// H renews (the database acknowledges a higher promise), goes on
+		// issuing past p1, and closes.
+		time.Sleep(time.Until(time.UnixMilli(p1 + 50)))
+		require.NoError(t, Renew(ctx, hh, 3000, time.Now().UnixMilli()+2000))
+		last := time.Now().UnixMilli()
+		require.Greater(t, last, p1)
+		require.NoError(t, Release(ctx, hh, last))
+		release()
+		r := <-ts
+		require.NoError(t, r.err)
+		t.Logf("%s: H promise at T's snapshot %d, H's last ms %d, T's floor on worker 200 of 0/11/11: %d", b.Name, p1, last, r.slot.Floor)
+		assert.Greater(t, r.slot.Floor, last, "worker 200 of 0/11/11 starts at %d, at or below worker 100 of 0/10/12's last ms %d: %d ms of IDs can repeat",
+			r.slot.Floor, last, last-r.slot.Floor+1)
+	})
+}
+
+// TestNewChunkNotHeldUpByLiveRows: a layout of 2048 workers whose
+// first chunk (0..1023) is all held by live instances (each renewal
+// promises about Horizon past its clock). The next starter needs a row of
+// the second chunk; makeRows floors the new rows at MIN(promise_ms) of all
+// rows, which, when every row is live, is about Horizon ahead: the starter
+// cannot take a fresh, never-used worker id within its lease timeout.
+func TestNewChunkNotHeldUpByLiveRows(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		db := b.Fresh(t)
+		r0 := named(request(db.DB, b.Dialect, "a"), "a@h@1@1")
+		r0.Workers, r0.Layout = 2048, ruleL1
+		take(t, r0) // the tables, the pool's rows, chunk 0
+		// Every row of chunk 0 held, as 1024 live holders' rows look
+		// (promise about 70 s ahead, as with the default heartbeat).
+		now := time.Now().UnixMilli()
+		_, err := db.Exec(fmt.Sprintf("UPDATE sys_sequence_slot SET fence = 1, instance = 'live', layout = '%s', "+
+			"expires_ms = %d, promise_ms = %d", ruleL1, now+80000, now+70000))
+		require.NoError(t, err)
+
+		rx := named(request(db.DB, b.Dialect, "x"), "x@h@2@2")
+		rx.Workers, rx.Layout = 2048, ruleL1
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		sx, err := Take(ctx, rx)
+		t.Logf("%s: the 1025th starter: worker %d floor %v err %v", b.Name, sx.WorkerID,
+			time.Duration(sx.Floor-time.Now().UnixMilli())*time.Millisecond, err)
+		require.NoError(t, err, "a never-used worker id of a new chunk cannot be taken")
+		assert.Less(t, sx.Floor, time.Now().UnixMilli()+1000)
+	})
+}
+
+// TestLayoutRowLostBesideAnotherLayout: H (0/10/12, worker 100) is live; its
+// row and the '__layout__' row are deleted (the '__slots__' row is
+// intact). X (0/11/11) takes worker 200, which has H's worker bits. The
+// lost '__layout__' row beside rows that all have no layout (never held)
+// reads as a repair: no conversion, no refusal while the deletion's window
+// lasts; worker 200's row, made before, keeps its promise of 0.
+func TestLayoutRowLostBesideAnotherLayout(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		db := b.Fresh(t)
+		rh := named(request(db.DB, b.Dialect, "h"), "h@h@1@1")
+		rh.Explicit, rh.WorkerID, rh.Layout = true, 100, ruleL0
+		sh := take(t, rh)
+		_, err := db.Exec("DELETE FROM sys_sequence_slot WHERE worker_id = 100")
+		require.NoError(t, err)
+		_, err = db.Exec("DELETE FROM sys_sequence WHERE service_name = '" + schema.LayoutService + "'")
+		require.NoError(t, err)
+
+		rx := named(request(db.DB, b.Dialect, "x"), "x@h@2@2")
+		rx.Explicit, rx.WorkerID, rx.Layout, rx.Workers = true, 200, ruleL1, 2048
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		sx, err := Take(ctx, rx)
+		t.Logf("%s: H (worker 100 of 0/10/12) promised %d; X (worker 200 of 0/11/11): floor %d err %v", b.Name, sh.Promise, sx.Floor, err)
+		if err == nil {
+			assert.Greater(t, sx.Floor, sh.Promise, "worker 200 of 0/11/11 taken at %d, under the live worker 100 of 0/10/12's promise %d",
+				sx.Floor, sh.Promise)
+		} else {
+			assert.True(t, errors.Is(err, ErrFloorAhead) || errors.Is(err, ErrLayout), "%v", err)
+		}
+	})
+}
+
+// TestLayoutRowLostDoesNotStick: the pool is 0/10/12; its only holder
+// released (nothing of 0/10/12 is live), and the '__layout__' row is then
+// deleted. 0/11/11 starters come, each retrying about every TTL/2 (as
+// the background take does). Each locked take finds the '__layout__' row
+// lost, moves until to its own clock + TTL, is refused (ErrLayout: "slot
+// rows were found deleted") and writes the row back still unknown: the next
+// starter slides the window again. No 0/11/11 starter ever succeeds.
+func TestLayoutRowLostDoesNotStick(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		db := b.Fresh(t)
+		ctx := context.Background()
+		const ttl = 2 * time.Second
+		r0 := named(request(db.DB, b.Dialect, "old"), "old@h@1@1")
+		r0.Layout, r0.TTL, r0.Horizon = ruleL0, ttl, 1500*time.Millisecond
+		s0 := take(t, r0)
+		require.NoError(t, Release(ctx, holding(db.DB, b.Dialect, s0), time.Now().UnixMilli()))
+		time.Sleep(100 * time.Millisecond)
+		_, err := db.Exec("DELETE FROM sys_sequence WHERE service_name = '" + schema.LayoutService + "'")
+		require.NoError(t, err)
+
+		start := time.Now()
+		var last error
+		for i := 0; time.Since(start) < 4*ttl; i++ {
+			r1 := named(request(db.DB, b.Dialect, "new"), fmt.Sprintf("new@h@2@%d", i))
+			r1.Layout, r1.Workers, r1.TTL, r1.Horizon = ruleL1, 2048, ttl, 1500*time.Millisecond
+			tctx, cancel := context.WithTimeout(ctx, time.Second)
+			s1, err := Take(tctx, r1)
+			cancel()
+			if err == nil {
+				t.Logf("%s: 0/11/11 starter %d took worker %d after %v", b.Name, i, s1.WorkerID, time.Since(start).Round(time.Millisecond))
+				return
+			}
+			last = err
+			t.Logf("%s: %v: %v", b.Name, time.Since(start).Round(time.Millisecond), err)
+			time.Sleep(ttl / 2)
+		}
+		var text string
+		_ = db.QueryRow("SELECT instance FROM sys_sequence WHERE service_name = '" + schema.SlotsService + "'").Scan(&text)
+		t.Errorf("%s: no 0/11/11 starter succeeded in %v (4 TTLs) after the '__layout__' row was deleted; last: %v; __slots__: %q",
+			b.Name, time.Since(start).Round(time.Millisecond), last, text)
+	})
+}
+
+// TestFreshPoolTwoStarters: two starters on a fresh database. A's
+// locked take has seeded the pool's rows and made chunk 0 but not yet
+// committed (held before its claim) when B's locked take starts. On
+// PostgreSQL (READ COMMITTED) B's first lockMarkers sees no pool row (A's
+// are not committed) and locks nothing; B's seed then waits for A's
+// commit and does nothing; B computed "lost" from the first read, and the
+// count finds A's 1024 rows: a deficit on a brand-new pool, told at ERROR
+// ("pool rows found missing or unreadable"), with a window of a TTL.
+func TestFreshPoolTwoStarters(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		db := b.Fresh(t)
+		hdb, h := hooked(t, db.Driver, db.DSN)
+		ra := named(request(hdb, b.Dialect, "a"), "a@h@1@1")
+		ra.Workers, ra.Layout = 2048, ruleL1
+		held, release := holdFirst(h, "SET fence = fence + 1")
+		defer release()
+		as := goTakeWith(ra, 20*time.Second)
+		select {
+		case <-held:
+		case r := <-as:
+			t.Fatalf("A ended before its claim: %+v", r)
+		}
+		rb := named(request(db.DB, b.Dialect, "b"), "b@h@2@2")
+		rb.Workers, rb.Layout = 2048, ruleL1
+		var deleted []Deleted
+		var mu sync.Mutex
+		rb.Deleted = func(d Deleted) { mu.Lock(); deleted = append(deleted, d); mu.Unlock() }
+		bs := goTakeWith(rb, 20*time.Second)
+		time.Sleep(500 * time.Millisecond) // B waits on A's rows
+		release()
+		ra1, rb1 := <-as, <-bs
+		require.NoError(t, ra1.err)
+		require.NoError(t, rb1.err)
+		var text string
+		require.NoError(t, db.QueryRow("SELECT instance FROM sys_sequence WHERE service_name = '"+schema.SlotsService+"'").Scan(&text))
+		t.Logf("%s: A worker %d, B worker %d; B told %+v; __slots__ %q", b.Name, ra1.slot.WorkerID, rb1.slot.WorkerID, deleted, text)
+		assert.Empty(t, deleted, "a fresh pool read as one whose rows were lost")
+		// A fixed id of the second chunk, at once.
+		rc := named(request(db.DB, b.Dialect, "c"), "c@h@3@3")
+		rc.Workers, rc.Layout, rc.Explicit, rc.WorkerID = 2048, ruleL1, true, 1500
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		_, err := Take(ctx, rc)
+		assert.NoError(t, err, "worker 1500 of a fresh pool")
+	})
+}
+
+// TestLayoutRowLostEpochLater: as TestLayoutRowLostBesideAnotherLayout, with the
+// same bit split and the epoch moved an hour later: the repair skips the
+// refusal of an epoch moved later than IDs issued, and the deleted row is
+// made again at until in Unix ms, not shifted by the epochs' difference.
+func TestLayoutRowLostEpochLater(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		db := b.Fresh(t)
+		const later = "0/10/12 2024-01-01T01:00:00.000Z"
+		e0, e1 := int64(1704067200000), int64(1704067200000+3600000)
+		rh := named(request(db.DB, b.Dialect, "h"), "h@h@1@1")
+		rh.Explicit, rh.WorkerID, rh.Layout, rh.TTL, rh.Horizon = true, 100, ruleL0, 2*time.Second, 1500*time.Millisecond
+		sh := take(t, rh)
+		_, err := db.Exec("DELETE FROM sys_sequence_slot WHERE worker_id = 100")
+		require.NoError(t, err)
+		_, err = db.Exec("DELETE FROM sys_sequence WHERE service_name = '" + schema.LayoutService + "'")
+		require.NoError(t, err)
+
+		rx := named(request(db.DB, b.Dialect, "x"), "x@h@2@2")
+		rx.Explicit, rx.WorkerID, rx.Layout, rx.TTL, rx.Horizon = true, 100, later, 2*time.Second, 1500*time.Millisecond
+		ctx, cancel := context.WithTimeout(context.Background(), 6*time.Second)
+		defer cancel()
+		sx, err := Take(ctx, rx)
+		t.Logf("%s: H's last time field %d; X's first %d; err %v", b.Name, sh.Promise-e0, sx.Floor-e1, err)
+		if err == nil {
+			assert.Greater(t, sx.Floor-e1, sh.Promise-e0, "worker 100 with the epoch an hour later repeats H's time fields")
+		} else {
+			assert.True(t, errors.Is(err, ErrFloorAhead) || errors.Is(err, ErrLayout), "%v", err)
+		}
+	})
+}
+
+// TestWarmTakeStatements: what a warm take sends (held: the same as
+// on 9598c36, before issue 22's fixes).
+func TestWarmTakeStatements(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		db := b.Fresh(t)
+		hdb, h := hooked(t, db.Driver, db.DSN)
+		take(t, request(db.DB, b.Dialect, "a"))
+		var mu sync.Mutex
+		var qs []string
+		h.set(func(q string) { mu.Lock(); qs = append(qs, strings.Fields(q)[0]); mu.Unlock() }, nil)
+		take(t, named(request(hdb, b.Dialect, "b"), "b@h@2@2"))
+		h.set(nil, nil)
+		t.Logf("%s: warm take: %d statements: %v", b.Name, len(qs), qs)
+		// The session's SET, the counter, the slot's read, the claim
+		// (prepared and executed by go-sql-driver: two), the session put
+		// back; on PostgreSQL the counter, the read, the claim; on SQLite
+		// busy_timeout read and set around the same three.
+		want := map[string]int{dialect.MySQL: 6, dialect.Postgres: 3, dialect.SQLite: 6}[b.Dialect]
+		assert.Len(t, qs, want, "a warm take's statements: %v", qs)
 	})
 }

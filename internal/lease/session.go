@@ -255,16 +255,16 @@ func (w row) live() bool { return w.exists && w.expiresMs >= w.nowMs }
 func (s *session) read(ctx context.Context, workerID int64, c *Clock) (row, error) {
 	w := row{workerID: workerID}
 	var (
-		fence, beats, expires, promise, made sql.NullInt64
-		service, instance, layout            sql.NullString
-		layoutRow, layoutText, slotsRow      sql.NullString
-		slotsText                            sql.NullString
-		version                              string
+		fence, beats, expires, promise, made, layoutTTL sql.NullInt64
+		service, instance, layout                       sql.NullString
+		layoutRow, layoutText, slotsRow                 sql.NullString
+		slotsText                                       sql.NullString
+		version                                         string
 	)
 	run := func(dbMs *int64) error {
 		stmt, args := s.q.with(s.q.readSlot, workerID)
 		return s.x.QueryRowContext(ctx, stmt, args...).Scan(&fence, &beats, &expires, &promise, &service, &instance, &layout,
-			dbMs, &layoutRow, &layoutText, &slotsRow, &made, &slotsText, &version)
+			dbMs, &layoutRow, &layoutText, &layoutTTL, &slotsRow, &made, &slotsText, &version)
 	}
 	var err error
 	if c != nil {
@@ -279,7 +279,7 @@ func (s *session) read(ctx context.Context, workerID int64, c *Clock) (row, erro
 	w.exists = fence.Valid
 	w.fence, w.beats, w.expiresMs, w.promiseMs = fence.Int64, beats.Int64, expires.Int64, promise.Int64
 	w.service, w.instance, w.layout = service.String, instance.String, layout.String
-	w.pool = pool{hasLayout: layoutRow.Valid, layoutText: layoutText.String, hasSlots: slotsRow.Valid,
+	w.pool = pool{hasLayout: layoutRow.Valid, layoutText: layoutText.String, layoutTTL: layoutTTL.Int64, hasSlots: slotsRow.Valid,
 		made: made.Int64, slotsText: slotsText.String, tidb: strings.Contains(version, "TiDB")}
 	s.pool, s.tidb, s.reached = w.pool, w.pool.tidb, true
 	return w, nil

@@ -81,9 +81,10 @@ type sqlText struct {
 	counterDurable string
 	// readSlot: worker id (see with). The slot (NULLs when its row does
 	// not exist yet), the database clock, the pool's own rows of
-	// sys_sequence ('__layout__': the layout every live slot has;
-	// '__slots__': the count of slot rows made, the longest TTL, the end of
-	// a window in which rows found deleted are made with a floor), and on
+	// sys_sequence ('__layout__': the layout every live slot has, and the
+	// copy of the longest TTL; '__slots__': the count of slot rows made,
+	// the longest TTL, the end of a window in which rows found deleted are
+	// made with a floor, the copy of the layout), and on
 	// MySQL the server's VERSION() (TiDB needs the locked take, see
 	// claimShared). One round trip: the take decides from it whether a
 	// claim can go alone.
@@ -126,8 +127,19 @@ type sqlText struct {
 	// read would see the transaction's snapshot (TiDB takes it at BEGIN).
 	liveOther string
 	// layoutMax: the highest promise and expiry of the slots of each
-	// layout (and of those never held, which have none).
-	layoutMax string
+	// layout (and of those never held, which have none). layoutMaxLocked
+	// is the same as a locking read, for MySQL and MariaDB, whose locked
+	// take runs REPEATABLE READ: a plain read there sees the snapshot its
+	// first plain read took (countRows), and a renewal or a release that
+	// committed since, which takes none of the pool's rows' locks, would be
+	// missed (TiDB's locked take reads committed rows: see beginLocked).
+	// PostgreSQL refuses FOR UPDATE with GROUP BY, and needs none: its
+	// locked take runs READ COMMITTED; SQLite's holds the write lock.
+	layoutMax, layoutMaxLocked string
+	// raiseNever: promise ms (twice). Gives every slot never held (no
+	// layout) a promise of at least that (see restoreLayout); beats move,
+	// so that no claim read before matches.
+	raiseNever string
 	// convert: layout (twice), floor ms (twice), layout (five times),
 	// floor ms. A layout change: every slot row takes the new layout; a row
 	// of another layout takes the new layout's floor less one as its
@@ -147,8 +159,8 @@ type sqlText struct {
 	countRows string
 	// chunkRows: from, to. The rows of a range of worker ids (one row of
 	// NULL when there are none), each with the count of all slot rows, the
-	// lowest promise of any (see makeRows in pool.go) and the database's
-	// clock: one statement, so one snapshot.
+	// lowest promise of the slots not live (see makeRows in pool.go) and the
+	// database's clock: one statement, so one snapshot.
 	chunkRows string
 	// lockOthers: layout (twice). Locks every slot row of another layout,
 	// live or not ("" on SQLite).
@@ -264,13 +276,16 @@ const (
 		"WHERE service_name IN ('" + schema.LayoutService + "', '" + schema.SlotsService + "')%[5]s"
 	liveOtherFormat = "SELECT worker_id, layout FROM sys_sequence_slot WHERE (layout < ? OR layout > ?) AND expires_ms >= %[1]s " +
 		"ORDER BY worker_id LIMIT 1%[5]s"
-	layoutMaxFormat = "SELECT layout, MAX(promise_ms), MAX(expires_ms) FROM sys_sequence_slot GROUP BY layout"
-	convertFormat   = "UPDATE sys_sequence_slot SET promise_ms = CASE WHEN layout < ? OR layout > ? THEN ? ELSE %[3]s(promise_ms, ?) END, " +
+	layoutMaxFormat  = "SELECT layout, MAX(promise_ms), MAX(expires_ms) FROM sys_sequence_slot GROUP BY layout"
+	raiseNeverFormat = "UPDATE sys_sequence_slot SET promise_ms = ?, beats = beats + 1, updated_at = %[2]s " +
+		"WHERE layout IS NULL AND promise_ms < ?"
+	convertFormat = "UPDATE sys_sequence_slot SET promise_ms = CASE WHEN layout < ? OR layout > ? THEN ? ELSE %[3]s(promise_ms, ?) END, " +
 		"fence = CASE WHEN layout < ? OR layout > ? THEN fence + 1 ELSE fence END, " +
 		"layout = ?, beats = beats + 1, updated_at = %[2]s WHERE layout IS NULL OR layout < ? OR layout > ? OR promise_ms < ?"
 	writeMarkerFormat = "UPDATE sys_sequence SET worker_id = ?, instance = ?, updated_at = %[2]s WHERE service_name = ?"
 	countRowsFormat   = "SELECT COUNT(*), %[1]s FROM sys_sequence_slot"
-	chunkRowsFormat   = "SELECT s.worker_id, (SELECT COUNT(*) FROM sys_sequence_slot), (SELECT MIN(promise_ms) FROM sys_sequence_slot), " +
+	chunkRowsFormat   = "SELECT s.worker_id, (SELECT COUNT(*) FROM sys_sequence_slot), " +
+		"(SELECT MIN(promise_ms) FROM sys_sequence_slot WHERE expires_ms < %[1]s), " +
 		"%[1]s FROM (SELECT 1 AS one) AS k LEFT JOIN sys_sequence_slot AS s ON s.worker_id >= %%d AND s.worker_id <= %%d"
 	lockOthersFormat = "SELECT worker_id FROM sys_sequence_slot WHERE layout < ? OR layout > ?%[5]s"
 	makeRowsFormat   = "INSERT INTO sys_sequence_slot (worker_id, fence, beats, taken_ms, expires_ms, promise_ms, updated_at) VALUES "
@@ -295,6 +310,10 @@ func (q *sqlText) shared(nowMs, ts, greatest, shareLock, forUpdate, conflictNoth
 	q.claim, q.claimLocked = f(claimFormat), f(strings.Replace(claimFormat, "%[4]s", "", 1))
 	q.holder, q.renew, q.renewKeep, q.release = f(holderFormat), f(renewFormat), f(renewKeepFormat), f(releaseFormat)
 	q.lockMarkers, q.liveOther, q.layoutMax, q.convert = f(lockMarkersFormat), f(liveOtherFormat), layoutMaxFormat, f(convertFormat)
+	q.layoutMaxLocked, q.raiseNever = layoutMaxFormat, f(raiseNeverFormat)
+	if forUpdate != "" && !numbered {
+		q.layoutMaxLocked = layoutMaxFormat + forUpdate // MySQL's (see layoutMax)
+	}
 	q.writeMarker, q.countRows, q.chunkRows = f(writeMarkerFormat), f(countRowsFormat), f(chunkRowsFormat)
 	if forUpdate != "" {
 		q.lockOthers = f(lockOthersFormat)
@@ -331,7 +350,7 @@ const (
 	// MySQL and SQLite, bound for PostgreSQL), and the server's version
 	// (MySQL) or an empty string.
 	readSlotFormat = "SELECT s.fence, s.beats, s.expires_ms, s.promise_ms, s.service_name, s.instance, s.layout, k.now_ms, " +
-		"l.service_name, l.instance, m.service_name, m.worker_id, m.instance, %[3]s " +
+		"l.service_name, l.instance, l.worker_id, m.service_name, m.worker_id, m.instance, %[3]s " +
 		"FROM (SELECT %[2]s AS worker_id, %[1]s AS now_ms) AS k " +
 		"LEFT JOIN sys_sequence_slot AS s ON s.worker_id = k.worker_id " +
 		"LEFT JOIN sys_sequence AS l ON l.service_name = '" + schema.LayoutService + "' " +
