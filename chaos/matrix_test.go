@@ -69,21 +69,25 @@ type mstmt struct {
 	patterns []string // its text contains one of them (sqlText's statements; PostgreSQL's placeholders are $n)
 	ctx      mctx
 	op       xOp
+	// low: G's worker id is drawn from 256..511, so that w = 2g is a row of
+	// the first chunk, made (and never held) before X starts.
+	low bool
 }
 
 var mstmts = []mstmt{
-	{"lookup", []string{"SELECT s.fence, s.beats"}, ctxChangedMade, xTake},    // the slot's read, the row there
-	{"lookup-unmade", []string{"SELECT s.fence, s.beats"}, ctxChanged, xTake}, // ... the row not made yet
-	{"claim", []string{"SET fence = fence + 1"}, ctxChangedMade, xTake},       // the compare-and-set alone
-	{"counter", []string{"SET worker_id = LAST_INSERT_ID(", "SET worker_id = (worker_id + 1)"}, ctxChangedMade, xLease},
-	{"locked", []string{"WHERE service_name IN ('" + schema.LayoutService + "'"}, ctxChanged, xTake}, // the locked take's lock
-	{"count", []string{"SELECT COUNT(*), "}, ctxChanged, xTake},                                      // its count of the rows
-	{"make-rows", []string{"INSERT INTO sys_sequence_slot"}, ctxChanged, xTake},                      // its rows made
-	{"commit", []string{"COMMIT"}, ctxChanged, xTake},                                                // its COMMIT
-	{"layout-change", []string{"SET promise_ms = CASE WHEN"}, ctxPlain, xTake},                       // X's change of layout
-	{"write-marker", []string{"SET worker_id = ?, instance", "SET worker_id = $1, instance"}, ctxPlain, xTake},
-	{"renew", []string{"promise_ms = GREATEST(promise_ms", "promise_ms = max(promise_ms"}, ctxChangedMade, xRenew},
-	{"release", []string{"expires_ms = 0, promise_ms"}, ctxChangedMade, xRelease},
+	{"lookup", []string{"SELECT s.fence, s.beats"}, ctxChangedMade, xTake, false},    // the slot's read, the row there
+	{"lookup-unmade", []string{"SELECT s.fence, s.beats"}, ctxChanged, xTake, false}, // ... the row not made yet
+	{"lookup-old", []string{"SELECT s.fence, s.beats"}, ctxPlain, xTake, true},       // ... of a pool X then changes the layout of
+	{"claim", []string{"SET fence = fence + 1"}, ctxChangedMade, xTake, false},       // the compare-and-set alone
+	{"counter", []string{"SET worker_id = LAST_INSERT_ID(", "SET worker_id = (worker_id + 1)"}, ctxChangedMade, xLease, false},
+	{"locked", []string{"WHERE service_name IN ('" + schema.LayoutService + "'"}, ctxChanged, xTake, false}, // the locked take's lock
+	{"count", []string{"SELECT COUNT(*), "}, ctxChanged, xTake, false},                                      // its count of the rows
+	{"make-rows", []string{"INSERT INTO sys_sequence_slot"}, ctxChanged, xTake, false},                      // its rows made
+	{"commit", []string{"COMMIT"}, ctxChanged, xTake, false},                                                // its COMMIT
+	{"layout-change", []string{"SET promise_ms = CASE WHEN"}, ctxPlain, xTake, false},                       // X's change of layout
+	{"write-marker", []string{"SET worker_id = ?, instance", "SET worker_id = $1, instance"}, ctxPlain, xTake, false},
+	{"renew", []string{"promise_ms = GREATEST(promise_ms", "promise_ms = max(promise_ms"}, ctxChangedMade, xRenew, false},
+	{"release", []string{"expires_ms = 0, promise_ms"}, ctxChangedMade, xRelease, false},
 }
 
 var phases = []string{"before", "answer"}
@@ -91,10 +95,11 @@ var phases = []string{"before", "answer"}
 // actions are what another actor does while X's statement is held (see
 // cell.act).
 var actions = []string{"none", "take", "renew", "release", "delete-row", "delete-rows", "delete-layout", "edit-layout",
-	"delete-slots", "edit-slots", "widen", "narrow", "epoch", "ttl", "clock-step"}
+	"delete-slots", "edit-slots", "delete-row-layout", "widen", "narrow", "epoch", "ttl", "clock-step"}
 
 // ciCells are the cells CI runs on each database: the cells that found
-// issue 22's holes on the code before its fixes (the first six; see
+// issue 22's holes on the code before its fixes (the first six, and the
+// last, which found what a review of the first fixes found; see
 // chaos/testdata/matrix-before.txt), and every statement and every action
 // at least once. The whole matrix: CHAOS_MATRIX=all.
 var ciCells = []string{
@@ -103,6 +108,7 @@ var ciCells = []string{
 	"count/answer×take", "make-rows/before×renew", "commit/answer×release", "layout-change/before×widen",
 	"write-marker/answer×narrow", "renew/before×delete-row", "release/answer×epoch", "claim/answer×ttl",
 	"lookup/before×clock-step", "renew/answer×none", "lookup-unmade/before×edit-slots",
+	"lookup-old/before×delete-row-layout",
 }
 
 var (
@@ -312,16 +318,17 @@ func (c *cell) openWait(p *proc, who string, s wire.GenSpec, d time.Duration) *g
 }
 
 func shorten(s string) string {
-	if len(s) > 160 {
-		return s[:160] + "..."
+	if len(s) > 600 {
+		return s[:600] + "..."
 	}
 	return s
 }
 
-// closeWait closes a generator and waits up to 10 s for it.
-func (c *cell) closeWait(p *proc, g *genState) {
+// closeWait closes a generator and waits up to 30 s for it (a loaded
+// machine can be slow to), reporting whether it closed.
+func (c *cell) closeWait(p *proc, g *genState) bool {
 	p.close(g)
-	waitFor(10*time.Second, func() bool { _, _, cl, _ := g.snapshot(); return cl != nil })
+	return waitFor(30*time.Second, func() bool { _, _, cl, _ := g.snapshot(); return cl != nil })
 }
 
 // exec runs a statement on the pool's own connection, bounded: it may wait
@@ -341,13 +348,18 @@ func (c *cell) exec(q string) {
 // history makes the pool's history (see mctx).
 func (c *cell) history() error {
 	c.g = 512 + c.rng.Int64N(511)
+	if c.st.low {
+		c.g = 256 + c.rng.Int64N(256)
+	}
 	c.w = 2 * c.g
 	gs := c.openWait(c.o, "G", c.spec("g", layoutOld, c.g), 20*time.Second)
 	if ready, _, _, _ := gs.snapshot(); ready == nil {
 		return fmt.Errorf("G did not open")
 	}
 	time.Sleep(300 * time.Millisecond)
-	c.closeWait(c.o, gs)
+	if !c.closeWait(c.o, gs) {
+		return fmt.Errorf("G did not close")
+	}
 	if c.st.ctx == ctxPlain {
 		return nil
 	}
@@ -355,7 +367,9 @@ func (c *cell) history() error {
 	if ready, _, _, _ := cs.snapshot(); ready == nil {
 		return fmt.Errorf("C did not change the layout")
 	}
-	c.closeWait(c.o, cs)
+	if !c.closeWait(c.o, cs) {
+		return fmt.Errorf("C did not close")
+	}
 	if c.st.ctx == ctxChanged {
 		return nil
 	}
@@ -363,7 +377,9 @@ func (c *cell) history() error {
 	if ready, _, _, _ := ms.snapshot(); ready == nil {
 		return fmt.Errorf("M did not make w's chunk")
 	}
-	c.closeWait(c.o, ms)
+	if !c.closeWait(c.o, ms) {
+		return fmt.Errorf("M did not close")
+	}
 	return nil
 }
 
@@ -505,6 +521,20 @@ func (c *cell) act() {
 			c.exec("UPDATE sys_sequence SET instance = NULL WHERE service_name = '" + schema.SlotsService + "'")
 		}
 		remake()
+	case "delete-row-layout":
+		// A holder of the pool's layout on the worker id whose bits w
+		// shares (the pool may have another layout than X's), then its
+		// row and the '__layout__' row deleted: nothing that survives in
+		// the slot rows tells which layout it had.
+		l, hw := layoutNew, w
+		var text sql.NullString
+		_ = c.r.db.QueryRow("SELECT instance FROM sys_sequence WHERE service_name = '" + schema.LayoutService + "'").Scan(&text)
+		if strings.HasPrefix(text.String, layoutOld.String()+" ") {
+			l, hw = layoutOld, w/2
+		}
+		c.openWait(o, "H", c.spec("h", l, hw), 4*time.Second)
+		c.exec(fmt.Sprintf("DELETE FROM sys_sequence_slot WHERE worker_id = %d", hw))
+		c.exec("DELETE FROM sys_sequence WHERE service_name = '" + schema.LayoutService + "'")
 	case "widen":
 		c.openWait(o, "W", c.spec("wide", layoutWide, 2*w+c.rng.Int64N(2)), 4*time.Second)
 	case "narrow":

@@ -63,6 +63,11 @@ func goTakeWith(r Request, d time.Duration) <-chan takeResult {
 // made again with a floor above H's promise.
 func TestDelayedClaimOverRemadeRow(t *testing.T) {
 	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		if b.Dialect == dialect.MySQL && dbtest.TiDB(t) {
+			// Every claim runs inside the locked take there, which holds the
+			// pool's rows: no take makes rows again while it is held.
+			t.Skip("TiDB: every claim runs in the locked take, which no other take passes")
+		}
 		db := b.Fresh(t)
 		hdb, h := hooked(t, db.Driver, db.DSN)
 		const w, mate = 500, 501 // one chunk
@@ -550,7 +555,14 @@ func TestWarmTakeStatements(t *testing.T) {
 		// (prepared and executed by go-sql-driver: two), the session put
 		// back; on PostgreSQL the counter, the read, the claim; on SQLite
 		// busy_timeout read and set around the same three.
+		// (The hook sees a statement go-sql-driver prepares twice: its
+		// ExecContext declines it, then it is prepared.) On TiDB every
+		// claim runs in the locked take: its isolation's SET, START, the
+		// pool rows' lock, the count, the read, the claim, COMMIT.
 		want := map[string]int{dialect.MySQL: 6, dialect.Postgres: 3, dialect.SQLite: 6}[b.Dialect]
+		if b.Dialect == dialect.MySQL && dbtest.TiDB(t) {
+			want = 12
+		}
 		assert.Len(t, qs, want, "a warm take's statements: %v", qs)
 	})
 }
