@@ -455,28 +455,42 @@ func answerContextEndsInTransaction(t *testing.T, b dbtest.Backend, prepared boo
 	}
 }
 
+// heldCommit begins a transaction on a wrapped pool of a fresh database,
+// sets v to value in it, arms a hold of its COMMIT in phase, and commits
+// in the background: it returns once the COMMIT is held, with the plain
+// pool, the wrapped one, the control, Commit's outcome and what ends the
+// transaction's context.
+func heldCommit(t *testing.T, b dbtest.Backend, phase holddriver.Phase, v int) (db *dbtest.DB, w *sql.DB, ctl *holddriver.Control,
+	done chan error, cancel context.CancelFunc) {
+	t.Helper()
+	db = b.Fresh(t)
+	setup(t, db)
+	rec := newRecorder()
+	ctl = holddriver.NewControl(rec.onHeld)
+	w = wrapped(t, db, ctl)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	tx, err := w.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(update(b), v); err != nil {
+		t.Fatal(err)
+	}
+	arm(t, ctl, holddriver.Hold{Name: "commit", Patterns: []string{"COMMIT"}, Phase: phase})
+	done = make(chan error, 1)
+	go func() { done <- tx.Commit() }()
+	if e := rec.next(t); e != (event{"commit", "COMMIT"}) {
+		t.Fatalf("onHeld got %+v, want commit, COMMIT", e)
+	}
+	return db, w, ctl, done, cancel
+}
+
 // A transaction's Commit is held as the statement COMMIT, and commits
 // after Release.
 func TestCommitBefore(t *testing.T) {
 	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
-		db := b.Fresh(t)
-		setup(t, db)
-		rec := newRecorder()
-		ctl := holddriver.NewControl(rec.onHeld)
-		w := wrapped(t, db, ctl)
-		tx, err := w.BeginTx(context.Background(), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tx.Exec(update(b), 3); err != nil {
-			t.Fatal(err)
-		}
-		arm(t, ctl, holddriver.Hold{Name: "commit", Patterns: []string{"COMMIT"}, Phase: holddriver.Before})
-		done := make(chan error, 1)
-		go func() { done <- tx.Commit() }()
-		if e := rec.next(t); e != (event{"commit", "COMMIT"}) {
-			t.Fatalf("onHeld got %+v, want commit, COMMIT", e)
-		}
+		db, _, ctl, done, _ := heldCommit(t, b, holddriver.Before, 3)
 		if v := value(t, db.DB); v != 0 {
 			t.Fatalf("v = %d while COMMIT is held, want 0", v)
 		}
@@ -498,24 +512,7 @@ func TestCommitBefore(t *testing.T) {
 // got an error.
 func TestCommitGivenUpIsSentLate(t *testing.T) {
 	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
-		db := b.Fresh(t)
-		setup(t, db)
-		rec := newRecorder()
-		ctl := holddriver.NewControl(rec.onHeld)
-		w := wrapped(t, db, ctl)
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		tx, err := w.BeginTx(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tx.Exec(update(b), 4); err != nil {
-			t.Fatal(err)
-		}
-		arm(t, ctl, holddriver.Hold{Name: "commit", Patterns: []string{"COMMIT"}, Phase: holddriver.Before})
-		done := make(chan error, 1)
-		go func() { done <- tx.Commit() }()
-		rec.next(t)
+		db, _, ctl, done, cancel := heldCommit(t, b, holddriver.Before, 4)
 		cancel()
 		if err := await(t, done); !errors.Is(err, context.Canceled) {
 			t.Fatalf("Commit whose context ended while held: %v, want context.Canceled", err)
@@ -534,24 +531,7 @@ func TestCommitGivenUpIsSentLate(t *testing.T) {
 // committed, the caller got an error (a lost answer).
 func TestCommitAnswerLost(t *testing.T) {
 	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
-		db := b.Fresh(t)
-		setup(t, db)
-		rec := newRecorder()
-		ctl := holddriver.NewControl(rec.onHeld)
-		w := wrapped(t, db, ctl)
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		tx, err := w.BeginTx(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tx.Exec(update(b), 6); err != nil {
-			t.Fatal(err)
-		}
-		arm(t, ctl, holddriver.Hold{Name: "commit", Patterns: []string{"COMMIT"}, Phase: holddriver.Answer})
-		done := make(chan error, 1)
-		go func() { done <- tx.Commit() }()
-		rec.next(t)
+		db, w, _, done, cancel := heldCommit(t, b, holddriver.Answer, 6)
 		if v := value(t, db.DB); v != 6 {
 			t.Fatalf("v = %d while COMMIT's answer is held, want 6", v)
 		}
