@@ -155,6 +155,9 @@ func (rep *report) merge(o *report) {
 	rep.disorder += o.disorder
 	rep.partial += o.partial
 	rep.opened += o.opened
+	for i := range rep.inserts {
+		rep.inserts[i] += o.inserts[i]
+	}
 	rep.addOracle(verdict{oracle: o.oracle})
 	rep.oracleExcl += o.oracleExcl
 	for k, f := range o.faults {

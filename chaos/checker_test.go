@@ -34,6 +34,7 @@ type report struct {
 	partial    int   // ID files whose last write was cut short
 	pairs      map[string]int64
 	errs       map[string]int64 // NextID errors by kind
+	inserts    [3]int64         // rows inserted through ent, inserts that failed, tripwire collisions
 	openErrs   map[string]int   // OpenDB errors by kind
 	opened     int
 	oracle     oracle.Result // the history's check (see package oracle); its examples are the first round's
@@ -244,6 +245,9 @@ func (rep *report) add(r *round, v verdict, wall time.Duration) {
 			for k, n := range st.Errors {
 				rep.errs[k] += n
 			}
+			rep.inserts[0] += st.Inserts
+			rep.inserts[1] += st.InsertErrors
+			rep.inserts[2] += st.Collisions
 		}
 	}
 	// What the processes of the first duplicate logged, for a start.
@@ -372,6 +376,7 @@ func (rep *report) String() string {
 	for _, k := range wire.ErrorKinds {
 		fmt.Fprintf(&b, " %s %d", k, rep.errs[k])
 	}
+	fmt.Fprintf(&b, "; ent inserts %d (%d failed), tripwire collisions %d", rep.inserts[0], rep.inserts[1], rep.inserts[2])
 	b.WriteString("; OpenDB errors:")
 	for _, k := range slices.Sorted(maps.Keys(rep.openErrs)) {
 		fmt.Fprintf(&b, " %s %d", k, rep.openErrs[k])
