@@ -427,8 +427,13 @@ func TestTripwireLeaseMoves(t *testing.T) {
 		requireBreach(t, err)
 		assert.Equal(t, int64(1), g.Stats().Collisions)
 
-		require.Eventually(t, func() bool { return g.WorkerID() != first }, 5*time.Second, 10*time.Millisecond)
+		// The move ends with its log line, after the switch, the release of
+		// the collided slot and the count: wait for the line, not only the
+		// switch, or a loaded machine sees the move half done.
+		require.Eventually(t, func() bool { return len(l.find(slog.LevelWarn, "tripwire: moved to another worker id")) == 1 },
+			5*time.Second, 10*time.Millisecond)
 		second := g.WorkerID()
+		require.NotEqual(t, first, second)
 		require.Eventually(t, func() bool { return g.Lease().State == entflake.LeaseHeld }, 5*time.Second, 10*time.Millisecond)
 		w, err := leased.Widget.Create().SetCode("l2").Save(ctx)
 		require.NoError(t, err)
