@@ -52,6 +52,22 @@ func goTakeWith(r Request, d time.Duration) <-chan takeResult {
 	return out
 }
 
+// takeHeld starts r's take and returns once its first statement containing
+// pattern is held on its way to the database (who and what name the take
+// and the statement in a failure); release lets the statement go.
+func takeHeld(t *testing.T, h *hooks, pattern string, r Request, who, what string) (<-chan takeResult, func()) {
+	t.Helper()
+	held, release := holdFirst(h, pattern)
+	out := goTakeWith(r, 20*time.Second)
+	select {
+	case <-held:
+	case res := <-out:
+		release()
+		t.Fatalf("%s ended before %s: %+v", who, what, res)
+	}
+	return out, release
+}
+
 // TestDelayedClaimOverRemadeRow (rule 1): X reads slot w, never held, and
 // its claim is held on its way to the database. Meanwhile H takes w (and
 // would issue), w's row is deleted, and a third starter's locked take makes
@@ -77,14 +93,8 @@ func TestDelayedClaimOverRemadeRow(t *testing.T) {
 
 		rx := named(request(hdb, b.Dialect, "x"), "x@h@2@2")
 		rx.Explicit, rx.WorkerID = true, w
-		held, release := holdFirst(h, "SET fence = fence + 1")
+		xs, release := takeHeld(t, h, "SET fence = fence + 1", rx, "X's take", "its claim was held")
 		defer release()
-		xs := goTakeWith(rx, 20*time.Second)
-		select {
-		case <-held:
-		case r := <-xs:
-			t.Fatalf("X's take ended before its claim was held: %+v", r)
-		}
 
 		rh := named(request(db.DB, b.Dialect, "h"), "h@h@3@3")
 		rh.Explicit, rh.WorkerID = true, w
@@ -262,14 +272,8 @@ func TestMakeRowsMeetsAnOlderInstance(t *testing.T) {
 
 		rx := named(request(hdb, b.Dialect, "x"), "x@h@2@2")
 		rx.Explicit, rx.WorkerID = true, 10
-		held, release := holdFirst(h, "INSERT INTO sys_sequence_slot")
+		xs, release := takeHeld(t, h, "INSERT INTO sys_sequence_slot", rx, "X's take", "its rows were held")
 		defer release()
-		xs := goTakeWith(rx, 20*time.Second)
-		select {
-		case <-held:
-		case r := <-xs:
-			t.Fatalf("X's take ended before its rows were held: %+v", r)
-		}
 		// An older instance's own insert of one row of the chunk.
 		_, err = db.Exec("INSERT INTO sys_sequence_slot (worker_id, fence, beats, taken_ms, expires_ms, promise_ms, updated_at) " +
 			"VALUES (11, 0, 0, 0, 0, 0, CURRENT_TIMESTAMP)")
@@ -330,14 +334,8 @@ func TestLayoutChangeReadsLatestPromises(t *testing.T) {
 		hdb, hk := hooked(t, db.Driver, db.DSN)
 		rt := named(request(hdb, b.Dialect, "t"), "t@h@2@2")
 		rt.Explicit, rt.WorkerID, rt.Layout, rt.Workers, rt.TTL, rt.Horizon = true, 200, ruleL1, 2048, 3*time.Second, 2*time.Second
-		held, release := holdFirst(hk, "SELECT worker_id FROM sys_sequence_slot WHERE layout <")
+		ts, release := takeHeld(t, hk, "SELECT worker_id FROM sys_sequence_slot WHERE layout <", rt, "T", "lockOthers")
 		defer release()
-		ts := goTakeWith(rt, 20*time.Second)
-		select {
-		case <-held:
-		case r := <-ts:
-			t.Fatalf("T ended before lockOthers: %+v", r)
-		}
 		// H renews (the database acknowledges a higher promise), goes on
 		// issuing past p1, and closes.
 		time.Sleep(time.Until(time.UnixMilli(p1 + 50)))
@@ -474,14 +472,8 @@ func TestFreshPoolTwoStarters(t *testing.T) {
 		hdb, h := hooked(t, db.Driver, db.DSN)
 		ra := named(request(hdb, b.Dialect, "a"), "a@h@1@1")
 		ra.Workers, ra.Layout = 2048, ruleL1
-		held, release := holdFirst(h, "SET fence = fence + 1")
+		as, release := takeHeld(t, h, "SET fence = fence + 1", ra, "A", "its claim")
 		defer release()
-		as := goTakeWith(ra, 20*time.Second)
-		select {
-		case <-held:
-		case r := <-as:
-			t.Fatalf("A ended before its claim: %+v", r)
-		}
 		rb := named(request(db.DB, b.Dialect, "b"), "b@h@2@2")
 		rb.Workers, rb.Layout = 2048, ruleL1
 		var deleted []Deleted
