@@ -283,12 +283,23 @@ func (s *session) lockedOnce(ctx context.Context, workerID int64, decide func(ro
 		writeLayout = true
 	}
 	// '__slots__' keeps a copy of the layout, for the day '__layout__' is
-	// lost.
-	if layout, _ := parseLayout(m.layoutText); st.layout != layout {
-		st.layout, writeSlots = layout, true
+	// lost. The two rows are written together, in one transaction: when
+	// both name a layout and they differ, one was edited by hand, and
+	// which is right cannot be told from the rows. If either is another
+	// layout than this take's, the take is a change from it, with the
+	// guard of a change: what the slot rows say (a live slot of another
+	// layout, a deletion's window, the promises) decides, not the row that
+	// happens to name this take's layout (rule 2 of statements.go).
+	layout, _ := parseLayout(m.layoutText)
+	from := layout
+	if knownLayout(st.layout) && st.layout != layout && layout == s.r.Layout {
+		from = st.layout
 	}
-	if layout, _ := parseLayout(m.layoutText); layout != s.r.Layout {
-		floor, err := s.changeLayout(ctx, layout, st, nowMs)
+	if !knownLayout(st.layout) {
+		st.layout, writeSlots = layout, true // a pool set up by an older entflake, or the copy lost
+	}
+	if from != s.r.Layout {
+		floor, err := s.changeLayout(ctx, from, st, nowMs)
 		if errors.Is(err, ErrLayout) {
 			// Refused, after nothing but reads: keep what the count found,
 			// and the row put back.

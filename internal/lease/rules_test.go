@@ -415,6 +415,37 @@ func TestLayoutRowLostBesideAnotherLayout(t *testing.T) {
 	})
 }
 
+// TestLayoutRowForged: the pool is 0/10/12 and H holds worker 100 of it;
+// the '__layout__' row is edited to name 0/11/11 (the copy in '__slots__'
+// still says 0/10/12). A 0/11/11 starter X then asks for worker 200, whose
+// bits are H's. Before the fix X trusted the edited row, saw no change of
+// layout, overwrote the copy and claimed 200 under H's live lease (the
+// chaos suite's long run, seed 131 on SQLite: two holdings overlapped).
+// The two rows disagree: X's take is a change, and is refused while H
+// lives.
+func TestLayoutRowForged(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		db := b.Fresh(t)
+		rh := named(request(db.DB, b.Dialect, "h"), "h@h@1@1")
+		rh.Explicit, rh.WorkerID, rh.Layout = true, 100, ruleL0
+		sh := take(t, rh)
+		_, err := db.Exec("UPDATE sys_sequence SET instance = '" + ruleL1 + "' WHERE service_name = '" + schema.LayoutService + "'")
+		require.NoError(t, err)
+
+		rx := named(request(db.DB, b.Dialect, "x"), "x@h@2@2")
+		rx.Explicit, rx.WorkerID, rx.Layout, rx.Workers = true, 200, ruleL1, 2048
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		sx, err := Take(ctx, rx)
+		require.ErrorIs(t, err, ErrLayout, "X (worker 200 of 0/11/11) took floor %d beside the live worker 100 of 0/10/12 (promise %d)",
+			sx.Floor, sh.Promise)
+		assert.Contains(t, err.Error(), "slot 100", "the refusal names the live slot of the pool's layout")
+		var copyText string
+		require.NoError(t, db.QueryRow("SELECT instance FROM sys_sequence WHERE service_name = '"+schema.SlotsService+"'").Scan(&copyText))
+		assert.Contains(t, copyText, "layout="+strings.ReplaceAll(ruleL0, " ", "@"), "the refused take keeps the copy of the pool's layout")
+	})
+}
+
 // TestLayoutRowLostDoesNotStick: the pool is 0/10/12; its only holder
 // released (nothing of 0/10/12 is live), and the '__layout__' row is then
 // deleted. 0/11/11 starters come, each retrying about every TTL/2 (as
