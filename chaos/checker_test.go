@@ -334,11 +334,12 @@ func (rep *report) String() string {
 	rep.mu.Lock()
 	defer rep.mu.Unlock()
 	var b strings.Builder
-	seeds := rep.seeds
-	if len(seeds) > 6 {
-		seeds = append(seeds[:3:3], seeds[len(seeds)-1])
+	seeds := fmt.Sprint(rep.seeds)
+	if n := len(rep.seeds); n > 6 {
+		// Shortened, with the ellipsis saying so: the first three, the last.
+		seeds = fmt.Sprintf("[%d %d %d … %d]", rep.seeds[0], rep.seeds[1], rep.seeds[2], rep.seeds[n-1])
 	}
-	fmt.Fprintf(&b, "chaos %s: %d round(s), seed(s) %v, %v\n", rep.backend, rep.rounds, seeds, rep.wall.Round(time.Second))
+	fmt.Fprintf(&b, "chaos %s: %d round(s), seed(s) %s, %v\n", rep.backend, rep.rounds, seeds, rep.wall.Round(time.Second))
 	fmt.Fprintf(&b, "  checked %d IDs from %d generators (%d opened): %d duplicate(s), %d out of order",
 		rep.ids, rep.streams, rep.opened, rep.dups, rep.disorder)
 	if rep.exclusions > 0 {

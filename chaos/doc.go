@@ -116,8 +116,9 @@
 // lock), freeze-clock (a VM suspended: the process stops, and so does its
 // clock, which then runs behind), delete-slot and delete-slots,
 // delete-layout-row, edit-layout-row, delete-slots-row and edit-slots-row
-// (the pool's own rows deleted, made unreadable, or the layout's floor
-// stripped), open-many (generators of one service
+// (the pool's own rows deleted, made unreadable, the layout's floor
+// stripped, or '__layout__' edited to name 0/12/10, a layout layout-mix
+// starters use), open-many (generators of one service
 // opened at once in one process), close (Close racing NextID and the
 // heartbeat, then open again), fixed-twice (WithWorkerID of a live worker
 // id in another process), pod-twin (the fixed id opened by the process with

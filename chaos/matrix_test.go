@@ -95,11 +95,12 @@ var phases = []string{"before", "answer"}
 // actions are what another actor does while X's statement is held (see
 // cell.act).
 var actions = []string{"none", "take", "renew", "release", "delete-row", "delete-rows", "delete-layout", "edit-layout",
-	"delete-slots", "edit-slots", "delete-row-layout", "widen", "narrow", "epoch", "ttl", "clock-step"}
+	"delete-slots", "edit-slots", "delete-row-layout", "forge-layout", "widen", "narrow", "epoch", "ttl", "clock-step"}
 
 // ciCells are the cells CI runs on each database: the cells that found
-// issue 22's holes on the code before its fixes (the first six, and the
-// last, which found what a review of the first fixes found; see
+// issue 22's holes on the code before its fixes (the first six; the
+// delete-row-layout cell, the class a review of the first fixes found by
+// hand; the forge-layout cell, the class the long run's oracle found: see
 // chaos/testdata/matrix-before.txt), and every statement and every action
 // at least once. The whole matrix: CHAOS_MATRIX=all.
 var ciCells = []string{
@@ -108,7 +109,7 @@ var ciCells = []string{
 	"count/answer×take", "make-rows/before×renew", "commit/answer×release", "layout-change/before×widen",
 	"write-marker/answer×narrow", "renew/before×delete-row", "release/answer×epoch", "claim/answer×ttl",
 	"lookup/before×clock-step", "renew/answer×none", "lookup-unmade/before×edit-slots",
-	"lookup-old/before×delete-row-layout",
+	"lookup-old/before×delete-row-layout", "lookup-unmade/answer×forge-layout",
 }
 
 var (
@@ -535,6 +536,23 @@ func (c *cell) act() {
 		c.openWait(o, "H", c.spec("h", l, hw), 4*time.Second)
 		c.exec(fmt.Sprintf("DELETE FROM sys_sequence_slot WHERE worker_id = %d", hw))
 		c.exec("DELETE FROM sys_sequence WHERE service_name = '" + schema.LayoutService + "'")
+	case "forge-layout":
+		// A holder of the pool's layout lives; the '__layout__' row is
+		// edited to name another layout (the copy in '__slots__' still says
+		// the pool's), and a starter of that layout takes the worker id
+		// whose bits are the holder's: the pool's two rows disagree, and
+		// what the slots say must decide, not the edited row.
+		var text sql.NullString
+		_ = c.r.db.QueryRow("SELECT instance FROM sys_sequence WHERE service_name = '" + schema.LayoutService + "'").Scan(&text)
+		l, hw, to := layoutNew, w, layoutWide
+		if strings.HasPrefix(text.String, layoutOld.String()+" ") {
+			l, hw, to = layoutOld, w/2, layoutNew
+		}
+		c.openWait(o, "H", c.spec("h", l, hw), 4*time.Second)
+		tag, _, _ := strings.Cut(text.String, " floor=")
+		_, epoch, _ := strings.Cut(tag, " ")
+		c.exec(fmt.Sprintf("UPDATE sys_sequence SET instance = '%s %s' WHERE service_name = '%s'", to, epoch, schema.LayoutService))
+		c.openWait(o, "F", c.spec("forged", to, 2*hw), 4*time.Second)
 	case "widen":
 		c.openWait(o, "W", c.spec("wide", layoutWide, 2*w+c.rng.Int64N(2)), 4*time.Second)
 	case "narrow":
