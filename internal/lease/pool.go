@@ -284,19 +284,22 @@ func (s *session) lockedOnce(ctx context.Context, workerID int64, decide func(ro
 	}
 	// '__slots__' keeps a copy of the layout, for the day '__layout__' is
 	// lost. The two rows are written together, in one transaction: when
-	// both name a layout and they differ, one was edited by hand, and
-	// which is right cannot be told from the rows. If either is another
-	// layout than this take's, the take is a change from it, with the
-	// guard of a change: what the slot rows say (a live slot of another
-	// layout, a deletion's window, the promises) decides, not the row that
-	// happens to name this take's layout (rule 2 of statements.go).
+	// the copy is unreadable or names another layout, '__layout__' may
+	// have been edited by hand, and the slot rows decide (poolLayout;
+	// rule 2 of statements.go).
 	layout, _ := parseLayout(m.layoutText)
 	from := layout
-	if knownLayout(st.layout) && st.layout != layout && layout == s.r.Layout {
-		from = st.layout
-	}
-	if !knownLayout(st.layout) {
-		st.layout, writeSlots = layout, true // a pool set up by an older entflake, or the copy lost
+	if !knownLayout(st.layout) || st.layout != layout {
+		if from, err = s.poolLayout(ctx, layout, st.layout); err != nil {
+			return Slot{}, false, err
+		}
+		if from == s.r.Layout || !knownLayout(st.layout) {
+			// The copy was the edited row (the slot rows say this take's
+			// layout), or lost: it says what the take found, never a
+			// layout only the '__layout__' row claims, which a refusal
+			// would then make both rows agree on.
+			st.layout, writeSlots = from, true
+		}
 	}
 	if from != s.r.Layout {
 		floor, err := s.changeLayout(ctx, from, st, nowMs)
@@ -369,6 +372,59 @@ func (s *session) lockedOnce(ctx context.Context, workerID int64, decide func(ro
 	}
 	s.deleted = nil
 	return slot, took, derr
+}
+
+// poolLayout is the layout a take changes from when the pool's two rows do
+// not confirm each other: layout is what the '__layout__' row names, kept
+// the copy in '__slots__' (unreadable, or another layout). A completed
+// change moves every slot row to the new layout, so the slot rows that
+// have a layout (held once) are the evidence: one of another layout than
+// the take's makes the take a change from it, guarded as any change
+// (refused while a slot of it lives), whatever '__layout__' says. Without
+// such a row: a '__layout__' of another layout is a change from it, or
+// from the copy if that names an earlier epoch (of two candidates, the
+// earlier epoch floors the new layout higher: the safe one to be wrong
+// with); a '__layout__' of the take's own layout stands when slot rows
+// confirm it or no copy says otherwise; else the copy is taken, and the
+// change guarded.
+func (s *session) poolLayout(ctx context.Context, layout, kept string) (string, error) {
+	groups, err := s.layoutsSeen(ctx)
+	if err != nil {
+		return "", err
+	}
+	other, best, mine := "", int64(-1), false
+	for _, g := range groups {
+		switch {
+		case !knownLayout(g.layout):
+		case g.layout == s.r.Layout:
+			mine = true
+		case g.maxPromise > best:
+			other, best = g.layout, g.maxPromise
+		}
+	}
+	switch {
+	case other != "":
+		return other, nil
+	case layout != s.r.Layout:
+		if knownLayout(kept) && kept != s.r.Layout {
+			if ce, _ := layoutEpochMs(kept); ce < epochOr(layout, ce+1) {
+				return kept, nil
+			}
+		}
+		return layout, nil
+	case mine || !knownLayout(kept):
+		return layout, nil
+	default:
+		return kept, nil
+	}
+}
+
+// epochOr is layout's epoch, or def when it has none.
+func epochOr(layout string, def int64) int64 {
+	if e, ok := layoutEpochMs(layout); ok {
+		return e
+	}
+	return def
 }
 
 // writePoolRows writes the pool's two rows: '__slots__' with the count of
@@ -504,6 +560,20 @@ func (s *session) layoutGroups(ctx context.Context) ([]layoutGroup, error) {
 	if !s.tidb {
 		stmt = s.q.layoutMaxLocked
 	}
+	return s.readGroups(ctx, stmt)
+}
+
+// layoutsSeen reads what layoutGroups reads, without its locks: for the
+// layouts the slot rows have, which only a claim or a change of layout
+// writes, and no claim commits while the locked take holds the pool's
+// rows. (On MySQL the locking read would also lock the gaps between the
+// rows, and hold an older entflake's insert of a missing row, which knows
+// nothing of the pool's lock, until the take commits.)
+func (s *session) layoutsSeen(ctx context.Context) ([]layoutGroup, error) {
+	return s.readGroups(ctx, s.q.layoutMax)
+}
+
+func (s *session) readGroups(ctx context.Context, stmt string) ([]layoutGroup, error) {
 	rows, err := s.x.QueryContext(ctx, stmt)
 	if err != nil {
 		return nil, fmt.Errorf("read the slots' promises: %w", err)

@@ -446,6 +446,129 @@ func TestLayoutRowForged(t *testing.T) {
 	})
 }
 
+// TestLayoutRowForgedCopyLost: as TestLayoutRowForged, but the copy in
+// '__slots__' is unreadable when '__layout__' is edited: written by an
+// older entflake (no layout= key), made NULL, or the row deleted. With no
+// copy to disagree, the slot rows decide: H's row says 0/10/12, so X's
+// take is a change from it, refused while H lives (found by a review of
+// the first fix: X took floor 1 beside H on all three databases).
+func TestLayoutRowForgedCopyLost(t *testing.T) {
+	edits := []struct{ name, sql string }{
+		{"older-writer", "UPDATE sys_sequence SET instance = 'ttl=60000 until=0' WHERE service_name = '" + schema.SlotsService + "'"},
+		{"null", "UPDATE sys_sequence SET instance = NULL WHERE service_name = '" + schema.SlotsService + "'"},
+		{"deleted", "DELETE FROM sys_sequence WHERE service_name = '" + schema.SlotsService + "'"},
+	}
+	for _, e := range edits {
+		t.Run(e.name, func(t *testing.T) {
+			dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+				db := b.Fresh(t)
+				rh := named(request(db.DB, b.Dialect, "h"), "h@h@1@1")
+				rh.Explicit, rh.WorkerID, rh.Layout = true, 100, ruleL0
+				sh := take(t, rh)
+				_, err := db.Exec(e.sql)
+				require.NoError(t, err)
+				_, err = db.Exec("UPDATE sys_sequence SET instance = '" + ruleL1 + "' WHERE service_name = '" + schema.LayoutService + "'")
+				require.NoError(t, err)
+				for i := range 2 { // the second take meets what the first wrote back
+					rx := named(request(db.DB, b.Dialect, "x"), fmt.Sprintf("x@h@2@%d", i))
+					rx.Explicit, rx.WorkerID, rx.Layout, rx.Workers = true, 200, ruleL1, 2048
+					ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+					sx, err := Take(ctx, rx)
+					cancel()
+					require.ErrorIs(t, err, ErrLayout, "take %d: X (worker 200 of 0/11/11) took floor %d beside the live worker 100 of 0/10/12 (promise %d)",
+						i, sx.Floor, sh.Promise)
+				}
+			})
+		})
+	}
+}
+
+// TestLayoutCopyEditedAlone: only the copy in '__slots__' is edited, to
+// the pool's split with an earlier epoch, on a pool that once saw a
+// deletion (its window's end stays recorded). The slot rows say the pool's
+// layout, so the copy is the edited row: a starter of the pool's layout
+// rewrites it and takes a slot, instead of a change from the copy whose
+// floor, shifted by the epochs' difference, would refuse every starter
+// (found by a review of the first fix).
+func TestLayoutCopyEditedAlone(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		db := b.Fresh(t)
+		ctx := context.Background()
+		const p = "0/10/12 2024-06-01T00:00:00.000Z"
+		short := func(id string) Request {
+			r := named(request(db.DB, b.Dialect, "a"), id)
+			r.Layout, r.TTL, r.Horizon = p, time.Second, 500*time.Millisecond
+			return r
+		}
+		r0 := short("a@h@1@1")
+		r0.Explicit, r0.WorkerID = true, 5
+		s0 := take(t, r0)
+		require.NoError(t, Release(ctx, holding(db.DB, b.Dialect, s0), time.Now().UnixMilli()))
+		_, err := db.Exec("DELETE FROM sys_sequence_slot WHERE worker_id = 5")
+		require.NoError(t, err)
+		r1 := short("a@h@1@2")
+		r1.Explicit, r1.WorkerID = true, 6
+		s1 := take(t, r1) // sees the deletion: a window until the clock + TTL
+		require.NoError(t, Release(ctx, holding(db.DB, b.Dialect, s1), time.Now().UnixMilli()))
+		time.Sleep(1500 * time.Millisecond) // the window passes
+		_, err = db.Exec("UPDATE sys_sequence SET instance = REPLACE(instance, 'layout=0/10/12@2024-06-01', 'layout=0/10/12@2024-01-01') " +
+			"WHERE service_name = '" + schema.SlotsService + "'")
+		require.NoError(t, err)
+
+		tctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		_, err = Take(tctx, short("a@h@1@3"))
+		require.NoError(t, err, "a starter of the pool's own layout, after the copy alone was edited")
+		var text string
+		require.NoError(t, db.QueryRow("SELECT instance FROM sys_sequence WHERE service_name = '"+schema.SlotsService+"'").Scan(&text))
+		assert.Contains(t, text, "layout=0/10/12@2024-06-01", "the edited copy is written back as the slot rows say")
+	})
+}
+
+// TestLayoutRowForgedEarlierCopy: the pool is 0/10/12 (epoch E0); H's
+// row is deleted while H lives, and '__layout__' is edited to 0/10/12 with
+// epoch E0+1h; the copy keeps E0. X of 0/11/11 at E0+1h, which neither
+// row names, changes the layout: from the copy, whose epoch is the
+// earlier, so that X's time fields must start above H's, which they
+// reach an hour from now: refused (from the edited row, X took the slot
+// and repeated an hour of H's time fields: found by a review).
+func TestLayoutRowForgedEarlierCopy(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		db := b.Fresh(t)
+		const l1, l2 = "0/10/12 2024-01-01T01:00:00.000Z", "0/11/11 2024-01-01T01:00:00.000Z"
+		e0, e2 := int64(1704067200000), int64(1704067200000+3600000)
+		rh := named(request(db.DB, b.Dialect, "h"), "h@h@1@1")
+		rh.Explicit, rh.WorkerID, rh.Layout, rh.TTL, rh.Horizon = true, 100, ruleL0, 2*time.Second, 1500*time.Millisecond
+		sh := take(t, rh)
+		_, err := db.Exec("DELETE FROM sys_sequence_slot WHERE worker_id = 100")
+		require.NoError(t, err)
+		_, err = db.Exec("UPDATE sys_sequence SET instance = '" + l1 + "' WHERE service_name = '" + schema.LayoutService + "'")
+		require.NoError(t, err)
+		// The first take finds H's row deleted and opens a window of a TTL;
+		// the second comes after it.
+		for i := range 2 {
+			if i == 1 {
+				time.Sleep(2500 * time.Millisecond)
+			}
+			rx := named(request(db.DB, b.Dialect, "x"), fmt.Sprintf("x@h@2@%d", i))
+			rx.Explicit, rx.WorkerID, rx.Layout, rx.Workers, rx.TTL, rx.Horizon = true, 200, l2, 2048, 2*time.Second, 1500*time.Millisecond
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			sx, err := Take(ctx, rx)
+			cancel()
+			if err == nil {
+				assert.Greater(t, sx.Floor-e2, sh.Promise-e0,
+					"worker 200 of 0/11/11 (epoch +1h) starts at time field %d, within H's (worker 100 of 0/10/12, up to %d)", sx.Floor-e2, sh.Promise-e0)
+				return
+			}
+			require.ErrorIs(t, err, ErrLayout)
+			if i == 1 {
+				// X's time fields reach H's an hour from now: refused, naming that.
+				assert.Contains(t, err.Error(), "ahead of this clock")
+			}
+		}
+	})
+}
+
 // TestLayoutRowLostDoesNotStick: the pool is 0/10/12; its only holder
 // released (nothing of 0/10/12 is live), and the '__layout__' row is then
 // deleted. 0/11/11 starters come, each retrying about every TTL/2 (as

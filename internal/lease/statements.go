@@ -52,9 +52,11 @@ import (
 //     that exist is a deficit (see pool.go): rows made from then on start
 //     above every promise in the table and the database's clock plus the
 //     longest TTL any holder used. Only a pool without slot rows is new.
-//     State kept twice and found disagreeing (the layout in both marker
-//     rows: one was edited) is not trusted either way: the take is a
-//     change of layout, and what the slot rows say decides.
+//     State kept twice and not confirmed (the layout in both marker rows:
+//     the copy unreadable or naming another, so one was edited) is not
+//     trusted either way: the slot rows, which carry the layout they were
+//     held in, say which layout the pool has, and a take of another is a
+//     change of layout, with its guard.
 
 // sqlText is the text of every statement for one dialect. Fields named like
 // a format take the arguments listed beside them.
