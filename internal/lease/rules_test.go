@@ -383,6 +383,25 @@ func TestNewChunkNotHeldUpByLiveRows(t *testing.T) {
 	})
 }
 
+// holdL0 has H take worker 100 of 0/10/12 (ruleL0), the pool's layout in
+// the tests of a pool row lost or edited beside a live holder.
+func holdL0(t *testing.T, db *dbtest.DB, b dbtest.Backend) Slot {
+	t.Helper()
+	rh := named(request(db.DB, b.Dialect, "h"), "h@h@1@1")
+	rh.Explicit, rh.WorkerID, rh.Layout = true, 100, ruleL0
+	return take(t, rh)
+}
+
+// takeL1 is X's take of worker 200 of 0/11/11 (ruleL1), whose bits are
+// worker 100's of 0/10/12, within 3 s; id is X's instance tag.
+func takeL1(db *dbtest.DB, b dbtest.Backend, id string) (Slot, error) {
+	rx := named(request(db.DB, b.Dialect, "x"), id)
+	rx.Explicit, rx.WorkerID, rx.Layout, rx.Workers = true, 200, ruleL1, 2048
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	return Take(ctx, rx)
+}
+
 // TestLayoutRowLostBesideAnotherLayout: H (0/10/12, worker 100) is live; its
 // row and the '__layout__' row are deleted (the '__slots__' row is
 // intact). X (0/11/11) takes worker 200, which has H's worker bits. The
@@ -392,19 +411,13 @@ func TestNewChunkNotHeldUpByLiveRows(t *testing.T) {
 func TestLayoutRowLostBesideAnotherLayout(t *testing.T) {
 	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
 		db := b.Fresh(t)
-		rh := named(request(db.DB, b.Dialect, "h"), "h@h@1@1")
-		rh.Explicit, rh.WorkerID, rh.Layout = true, 100, ruleL0
-		sh := take(t, rh)
+		sh := holdL0(t, db, b)
 		_, err := db.Exec("DELETE FROM sys_sequence_slot WHERE worker_id = 100")
 		require.NoError(t, err)
 		_, err = db.Exec("DELETE FROM sys_sequence WHERE service_name = '" + schema.LayoutService + "'")
 		require.NoError(t, err)
 
-		rx := named(request(db.DB, b.Dialect, "x"), "x@h@2@2")
-		rx.Explicit, rx.WorkerID, rx.Layout, rx.Workers = true, 200, ruleL1, 2048
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		defer cancel()
-		sx, err := Take(ctx, rx)
+		sx, err := takeL1(db, b, "x@h@2@2")
 		t.Logf("%s: H (worker 100 of 0/10/12) promised %d; X (worker 200 of 0/11/11): floor %d err %v", b.Name, sh.Promise, sx.Floor, err)
 		if err == nil {
 			assert.Greater(t, sx.Floor, sh.Promise, "worker 200 of 0/11/11 taken at %d, under the live worker 100 of 0/10/12's promise %d",
@@ -426,17 +439,11 @@ func TestLayoutRowLostBesideAnotherLayout(t *testing.T) {
 func TestLayoutRowForged(t *testing.T) {
 	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
 		db := b.Fresh(t)
-		rh := named(request(db.DB, b.Dialect, "h"), "h@h@1@1")
-		rh.Explicit, rh.WorkerID, rh.Layout = true, 100, ruleL0
-		sh := take(t, rh)
+		sh := holdL0(t, db, b)
 		_, err := db.Exec("UPDATE sys_sequence SET instance = '" + ruleL1 + "' WHERE service_name = '" + schema.LayoutService + "'")
 		require.NoError(t, err)
 
-		rx := named(request(db.DB, b.Dialect, "x"), "x@h@2@2")
-		rx.Explicit, rx.WorkerID, rx.Layout, rx.Workers = true, 200, ruleL1, 2048
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		defer cancel()
-		sx, err := Take(ctx, rx)
+		sx, err := takeL1(db, b, "x@h@2@2")
 		require.ErrorIs(t, err, ErrLayout, "X (worker 200 of 0/11/11) took floor %d beside the live worker 100 of 0/10/12 (promise %d)",
 			sx.Floor, sh.Promise)
 		assert.Contains(t, err.Error(), "slot 100", "the refusal names the live slot of the pool's layout")
@@ -462,19 +469,13 @@ func TestLayoutRowForgedCopyLost(t *testing.T) {
 		t.Run(e.name, func(t *testing.T) {
 			dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
 				db := b.Fresh(t)
-				rh := named(request(db.DB, b.Dialect, "h"), "h@h@1@1")
-				rh.Explicit, rh.WorkerID, rh.Layout = true, 100, ruleL0
-				sh := take(t, rh)
+				sh := holdL0(t, db, b)
 				_, err := db.Exec(e.sql)
 				require.NoError(t, err)
 				_, err = db.Exec("UPDATE sys_sequence SET instance = '" + ruleL1 + "' WHERE service_name = '" + schema.LayoutService + "'")
 				require.NoError(t, err)
 				for i := range 2 { // the second take meets what the first wrote back
-					rx := named(request(db.DB, b.Dialect, "x"), fmt.Sprintf("x@h@2@%d", i))
-					rx.Explicit, rx.WorkerID, rx.Layout, rx.Workers = true, 200, ruleL1, 2048
-					ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-					sx, err := Take(ctx, rx)
-					cancel()
+					sx, err := takeL1(db, b, fmt.Sprintf("x@h@2@%d", i))
 					require.ErrorIs(t, err, ErrLayout, "take %d: X (worker 200 of 0/11/11) took floor %d beside the live worker 100 of 0/10/12 (promise %d)",
 						i, sx.Floor, sh.Promise)
 				}
