@@ -392,16 +392,7 @@ func (s *session) poolLayout(ctx context.Context, layout, kept string) (string, 
 	if err != nil {
 		return "", err
 	}
-	other, best, mine := "", int64(-1), false
-	for _, g := range groups {
-		switch {
-		case !knownLayout(g.layout):
-		case g.layout == s.r.Layout:
-			mine = true
-		case g.maxPromise > best:
-			other, best = g.layout, g.maxPromise
-		}
-	}
+	other, mine := s.heldLayouts(groups)
 	switch {
 	case other != "":
 		return other, nil
@@ -417,6 +408,24 @@ func (s *session) poolLayout(ctx context.Context, layout, kept string) (string, 
 	default:
 		return kept, nil
 	}
+}
+
+// heldLayouts is what the slot rows once held say of the pool's layout
+// (rows never held have none): other, the layout other than the take's
+// with the highest promise ("" when none), and mine, whether any row has
+// the take's.
+func (s *session) heldLayouts(groups []layoutGroup) (other string, mine bool) {
+	best := int64(-1)
+	for _, g := range groups {
+		switch {
+		case !knownLayout(g.layout):
+		case g.layout == s.r.Layout:
+			mine = true
+		case g.maxPromise > best:
+			other, best = g.layout, g.maxPromise
+		}
+	}
+	return other, mine
 }
 
 // epochOr is layout's epoch, or def when it has none.
@@ -459,17 +468,15 @@ func (s *session) restoreLayout(ctx context.Context, st slots, inUse bool) (stri
 	}
 	layout := st.layout
 	if !knownLayout(layout) {
-		layout = ""
-		best := int64(-1)
-		for _, g := range groups {
-			if !knownLayout(g.layout) {
-				continue
-			}
-			// Another layout than the take's wins: the change then goes
-			// through the guard of a change.
-			if layout == "" || layout == s.r.Layout || g.layout != s.r.Layout && g.maxPromise > best {
-				layout, best = g.layout, g.maxPromise
-			}
+		// Another layout than the take's wins: the change then goes
+		// through the guard of a change.
+		switch other, mine := s.heldLayouts(groups); {
+		case other != "":
+			layout = other
+		case mine:
+			layout = s.r.Layout
+		default:
+			layout = ""
 		}
 	}
 	unknown := layout == ""
