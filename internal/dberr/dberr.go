@@ -10,6 +10,9 @@
 package dberr
 
 import (
+	"errors"
+	"fmt"
+	"net"
 	"reflect"
 	"strings"
 )
@@ -118,7 +121,14 @@ const (
 //   - Unusable: pgx's *pgconn.ParseConfigError (a DSN it cannot parse; a
 //     MySQL DSN fails at sql.Open already); go-sql-driver's ErrUnknownPlugin
 //     and ErrCleartextPassword (read by their text, as the driver is not
-//     linked), MySQL 1251 (the server wants a protocol the client lacks).
+//     linked), MySQL 1251 (the server wants a protocol the client lacks);
+//     a DSN that parses but names what cannot work: a network Go does not
+//     know (net.UnknownNetworkError, "tpc(host)") or an address it cannot
+//     use (*net.AddrError), no database (MySQL 1046), a parameter the driver
+//     does not know and passes to the server, which refuses it (MySQL 1193,
+//     1231, 1232; PostgreSQL 42704 and 22023 for a configuration parameter,
+//     42602 for a parameter's name, which is a misspelt URL scheme read as
+//     key=value).
 //   - Setting: MySQL 1045 and 1698 (authentication), 1044, 1142 and 1227
 //     (access to the database, a table, a privilege), 1130 (host not
 //     allowed), 1049 (unknown database); PostgreSQL 28P01 (password),
@@ -138,6 +148,14 @@ func Classify(err error) (Class, string) {
 			return Unusable, "the PostgreSQL DSN cannot be parsed: fix the connection string"
 		}
 	}
+	var unknownNet net.UnknownNetworkError
+	if errors.As(err, &unknownNet) {
+		return Unusable, fmt.Sprintf("the DSN names the network %q, which Go does not know: use tcp or unix", string(unknownNet))
+	}
+	var addr *net.AddrError
+	if errors.As(err, &addr) {
+		return Unusable, fmt.Sprintf("the DSN's address %q cannot be used (%s): fix it", addr.Addr, addr.Err)
+	}
 	text := err.Error()
 	switch {
 	case strings.Contains(text, "this authentication plugin is not supported"):
@@ -151,6 +169,31 @@ func Classify(err error) (Class, string) {
 	}
 	const grants = "grant the user SELECT, INSERT and UPDATE on sys_sequence and sys_sequence_slot (and CREATE, to make them)"
 	switch {
+	case e.MySQL == 1046:
+		// The lease names its tables without a database: the DSN names none.
+		return Unusable, "no database is selected: name one in the DSN (user:password@tcp(host:3306)/dbname)"
+	case e.MySQL == 1193:
+		// go-sql-driver/mysql sends each DSN parameter it does not know
+		// to the server as SET name=value when it connects, so a misspelt
+		// parameter (parseTim=true) comes back as an unknown variable on
+		// every connection.
+		return Unusable, "the server has no system variable of that name (" + e.Message + "): " +
+			"go-sql-driver/mysql sends each DSN parameter it does not know to the server as a variable; fix the parameter's spelling in the DSN"
+	case e.MySQL == 1231 || e.MySQL == 1232:
+		return Unusable, "a DSN parameter sets a system variable to a value the server refuses (" + e.Message + "): fix the DSN"
+	case e.PG == "42704" && strings.Contains(e.Text, "configuration parameter"),
+		e.PG == "22023" && strings.Contains(e.Text, "value for parameter"):
+		// pgx sends each DSN parameter it does not know to the server as a
+		// run-time setting in the startup message, and PostgreSQL refuses
+		// a setting it does not know, or a value it cannot take, for good.
+		return Unusable, "the server refuses a setting the DSN sends: pgx passes each DSN parameter it does not know " +
+			"to the server as a setting; fix the parameter's spelling or value in the DSN"
+	case e.PG == "42602" && strings.Contains(e.Text, "configuration parameter name"):
+		// A string pgx cannot read as a URL is read as key=value pairs:
+		// "postgress://..." becomes one key, which the server refuses as a
+		// setting's name.
+		return Unusable, "the server refuses a setting's name the DSN sends: pgx read the DSN as key=value pairs, " +
+			"not as a URL; check its scheme (postgres:// or postgresql://)"
 	case e.MySQL == 1251:
 		return Unusable, "the server wants an authentication protocol the client lacks: change the user's plugin"
 	case e.MySQL == 1045 || e.MySQL == 1698 || e.PG == "28P01":
@@ -159,7 +202,13 @@ func Classify(err error) (Class, string) {
 		return Setting, "the role cannot log in (it does not exist, or pg_hba.conf refuses it): check the DSN's user"
 	case e.MySQL == 1130:
 		return Setting, "this host may not connect as that user: allow the user's host"
-	case e.MySQL == 1044 || e.MySQL == 1142 || e.MySQL == 1227 || e.PG == "42501":
+	case e.MySQL == 1044:
+		// MySQL answers 1044, not 1049, to a user without a grant on the
+		// database even when there is no such database, so as not to tell
+		// it which databases exist: a misspelt name reads as no grant.
+		return Setting, "access denied to the database: it does not exist (check the DSN's database name), " +
+			"or the user has no grant on it: " + grants
+	case e.MySQL == 1142 || e.MySQL == 1227 || e.PG == "42501":
 		return Setting, "access denied: " + grants
 	case e.MySQL == 1049 || e.PG == "3D000":
 		return Setting, "the database does not exist: create it, or fix the DSN's database name"

@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net"
 	"testing"
 
 	"github.com/go-sql-driver/mysql"
@@ -60,6 +61,9 @@ func TestClassify(t *testing.T) {
 	pg := func(code string) error {
 		return fmt.Errorf("lease: %w", &pgconn.PgError{Severity: "FATAL", Code: code, Message: "m"})
 	}
+	pgText := func(code, msg string) error {
+		return fmt.Errorf("lease: %w", &pgconn.PgError{Severity: "FATAL", Code: code, Message: msg})
+	}
 	_, parseErr := pgconn.ParseConfig("postgres://h/db?sslmode=bogus")
 	require.Error(t, parseErr)
 	for name, c := range map[string]struct {
@@ -83,6 +87,18 @@ func TestClassify(t *testing.T) {
 		"42501":          {pg("42501"), Setting, "access denied"},
 		"3D000":          {pg("3D000"), Setting, "database does not exist"},
 		"3F000":          {pg("3F000"), Setting, "schema does not exist"},
+		"1044 both":      {my(1044), Setting, "it does not exist"},
+		"1046":           {my(1046), Unusable, "no database is selected"},
+		"1193":           {my(1193), Unusable, "fix the parameter's spelling"},
+		"1231":           {my(1231), Unusable, "a value the server refuses"},
+		"42704 setting":  {pgText("42704", `unrecognized configuration parameter "sslmod"`), Unusable, "fix the parameter's spelling"},
+		"42704 other":    {pgText("42704", `type "foo" does not exist`), Transient, ""},
+		"22023 setting":  {pgText("22023", `invalid value for parameter "TimeZone": "x"`), Unusable, "spelling or value"},
+		"22023 other":    {pgText("22023", `invalid argument`), Transient, ""},
+		"42602 setting":  {pgText("42602", `invalid configuration parameter name "postgress://a@h/d?sslmode"`), Unusable, "scheme"},
+		"42602 other":    {pgText("42602", `invalid name syntax`), Transient, ""},
+		"network":        {fmt.Errorf("x: %w", &net.OpError{Op: "dial", Net: "tpc", Err: net.UnknownNetworkError("tpc")}), Unusable, `network "tpc"`},
+		"address":        {&net.OpError{Op: "dial", Net: "tcp", Err: &net.AddrError{Err: "invalid port", Addr: "h:33o6"}}, Unusable, `"h:33o6"`},
 		"1040":           {my(1040), Transient, ""},
 		"1213":           {my(1213), Transient, ""},
 		"1053":           {my(1053), Transient, ""},
