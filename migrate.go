@@ -2,11 +2,13 @@ package entflake
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"entgo.io/ent/dialect"
 
 	"github.com/entflake/entflake/internal/lease"
+	"github.com/entflake/entflake/internal/redact"
 )
 
 // Migrate runs migrate, typically the ent client's Schema.Create, while
@@ -26,6 +28,8 @@ import (
 // meanwhile (SQLite's DDL is transactional, so it wrote nothing) is run
 // again, up to 20 times.
 //
+// A MySQL DSN that names no database is ErrDatabaseSetting, saying so.
+//
 //	err := entflake.Migrate(ctx, drv, func(ctx context.Context) error {
 //		return client.Schema.Create(ctx)
 //	})
@@ -40,5 +44,11 @@ func Migrate(ctx context.Context, drv dialect.Driver, migrate func(context.Conte
 	if db == nil {
 		return fmt.Errorf("entflake: Migrate: %w: no database", ErrInvalidOption)
 	}
-	return lease.Migrate(ctx, db, d, migrate)
+	// A driver's or server's answer can echo the DSN's password (package
+	// redact): the error Migrate returns never does.
+	err = lease.Migrate(ctx, db, d, migrate)
+	if errors.Is(err, lease.ErrNoDatabase) {
+		err = fmt.Errorf("entflake: Migrate: %w: %w", ErrDatabaseSetting, lease.ErrNoDatabase)
+	}
+	return redact.Error(err)
 }

@@ -2,6 +2,7 @@ package entflake
 
 import (
 	"context"
+	"database/sql"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -59,4 +60,22 @@ func TestMigrateTakesTurns(t *testing.T) {
 			"the lock was given back")
 	})
 	require.ErrorIs(t, Migrate(context.Background(), nil, func(context.Context) error { return nil }), ErrInvalidOption)
+}
+
+// TestMigrateNoDatabase: Migrate on a MySQL DSN that names no database
+// says so (ErrDatabaseSetting), instead of what GET_LOCK(NULL) answers, and
+// runs no migration; the lock of a DSN with a database is taken as usual.
+func TestMigrateNoDatabase(t *testing.T) {
+	dbtest.MySQLAdmin(t)
+	pool, err := sql.Open("mysql", dbtest.MySQLDSN(t, "", ""))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = pool.Close() })
+	ran := false
+	err = Migrate(context.Background(), entsql.OpenDB(dialect.MySQL, pool), func(context.Context) error {
+		ran = true
+		return nil
+	})
+	require.ErrorIs(t, err, ErrDatabaseSetting)
+	assert.ErrorContains(t, err, "no database is selected: name one in the DSN")
+	assert.False(t, ran)
 }

@@ -171,6 +171,10 @@ var (
 	// worker id must not be used unregistered then, as it may be when the
 	// database cannot be reached at all.
 	ErrUndecided = errors.New("the database answered, but the take did not settle")
+	// ErrNoDatabase: Migrate's connection has no database selected (a
+	// MySQL DSN that names none), so neither its lock nor ent's tables
+	// have a database to be in.
+	ErrNoDatabase = errors.New("no database is selected: name one in the DSN (user:password@tcp(host:3306)/dbname)")
 )
 
 // layoutChars are the characters a layout may have: it is written into the

@@ -38,7 +38,7 @@ func Migrate(ctx context.Context, db *sql.DB, dialectName string, migrate func(c
 		return fmt.Errorf("entflake: Migrate: %w", err)
 	}
 	defer conn.Close()
-	if err := takeMigrateLock(ctx, conn, q.migrateLock); err != nil {
+	if err := takeMigrateLock(ctx, conn, q); err != nil {
 		return fmt.Errorf("entflake: Migrate: take the migration lock: %w", err)
 	}
 	defer func() {
@@ -56,12 +56,20 @@ func Migrate(ctx context.Context, db *sql.DB, dialectName string, migrate func(c
 // implements GET_LOCK with pessimistic locks on a table of its own, and
 // under contention answers some callers 1105 "pessimistic lock retry limit
 // reached" instead of waiting: that answer is tried again, while ctx lasts.
-func takeMigrateLock(ctx context.Context, conn *sql.Conn, lock string) error {
+func takeMigrateLock(ctx context.Context, conn *sql.Conn, q *sqlText) error {
 	for {
 		var got sql.NullInt64
-		err := conn.QueryRowContext(ctx, lock).Scan(&got)
+		err := conn.QueryRowContext(ctx, q.migrateLock).Scan(&got)
 		if err == nil && got.Int64 == 1 {
 			return nil
+		}
+		if err == nil && !got.Valid && q.selectedDB != "" {
+			// GET_LOCK answers NULL for a NULL name: the lock's name
+			// carries DATABASE(), NULL when the DSN names no database.
+			var name sql.NullString
+			if err := conn.QueryRowContext(ctx, q.selectedDB).Scan(&name); err == nil && !name.Valid {
+				return ErrNoDatabase
+			}
 		}
 		if err == nil {
 			return fmt.Errorf("the lock statement answered %v", got)

@@ -65,6 +65,10 @@ type sqlText struct {
 	// Migrate holds around an application's migration (see migrate.go),
 	// on one pinned connection; empty where no lock is needed (SQLite).
 	migrateLock, migrateUnlock string
+	// selectedDB answers the session's database, NULL when the DSN names
+	// none (MySQL's DATABASE()): read when migrateLock answers NULL, which
+	// GET_LOCK does for a NULL name.
+	selectedDB string
 	// exists: one bound table name; COUNT of that table, or (PostgreSQL) a
 	// bool. Looking first lets a user without CREATE privilege lease from
 	// existing tables: MariaDB and PostgreSQL refuse CREATE TABLE IF NOT
@@ -403,6 +407,7 @@ var mysqlText = func() sqlText {
 		// limit reached" under contention instead of waiting (Migrate retries).
 		migrateLock:   "SELECT GET_LOCK(CONCAT('entflake_migrate:', DATABASE()), 31536000)",
 		migrateUnlock: "SELECT RELEASE_LOCK(CONCAT('entflake_migrate:', DATABASE()))",
+		selectedDB:    "SELECT DATABASE()",
 		// LAST_INSERT_ID(expr) returns expr and stores it in the session; the
 		// server also sends it in the statement's OK packet, where
 		// go-sql-driver's Result.LastInsertId reads it: one round trip, no
