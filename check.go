@@ -2,6 +2,8 @@ package entflake
 
 import (
 	"fmt"
+
+	"github.com/entflake/entflake/internal/redact"
 )
 
 // CheckOption adds a condition to Generator.Check.
@@ -45,7 +47,7 @@ func (g *Generator) Check(opts ...CheckOption) error {
 		opt(&o)
 	}
 	if err := g.g.Ready(); err != nil {
-		return fmt.Errorf("entflake: not ready (lease %s): %w", g.Lease().State, err)
+		return redact.Error(fmt.Errorf("entflake: not ready (lease %s): %w", g.Lease().State, err))
 	}
 	if !o.coordinated {
 		return nil
@@ -58,6 +60,6 @@ func (g *Generator) Check(opts ...CheckOption) error {
 	if st.Err != nil {
 		reason = ": " + st.Err.Error()
 	}
-	return fmt.Errorf("entflake: not ready: %w: worker id %d (%s, lease %s) is coordinated with nobody%s",
-		ErrNoLease, g.WorkerID(), g.Source(), st.State, reason)
+	return redact.Error(fmt.Errorf("entflake: not ready: %w: worker id %d (%s, lease %s) is coordinated with nobody%s",
+		ErrNoLease, g.WorkerID(), g.Source(), st.State, reason))
 }

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/entflake/entflake/internal/redact"
 	"github.com/entflake/entflake/internal/snowflake"
 )
 
@@ -267,12 +268,18 @@ func (g *Generator) Lease() LeaseStatus {
 	return s
 }
 
-// update changes the status under the lock.
+// update changes the status under the lock. The error it records is
+// redacted (package redact): Lease and Check show it.
 func (g *Generator) update(f func(s *LeaseStatus)) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	f(&g.status)
+	g.status.Err = redact.Error(g.status.Err)
 }
+
+// stopWith makes NextID return err, redacted, until the engine is switched
+// to a worker id again.
+func (g *Generator) stopWith(err error) { g.g.Stop(redact.Error(err)) }
 
 // Service returns the service name given with WithService, if any.
 func (g *Generator) Service() string { return g.service }

@@ -18,6 +18,7 @@ import (
 	"github.com/entflake/entflake/internal/dberr"
 	"github.com/entflake/entflake/internal/lease"
 	"github.com/entflake/entflake/internal/leasetrace"
+	"github.com/entflake/entflake/internal/redact"
 	"github.com/entflake/entflake/internal/snowflake"
 	"github.com/entflake/entflake/schema"
 )
@@ -125,7 +126,9 @@ func sqlDB(drv dialect.Driver) (*sql.DB, string, error) {
 func OpenDB(ctx context.Context, db *sql.DB, dialectName string, opts ...Option) (*Generator, error) {
 	g, err := openDB(ctx, db, dialectName, opts)
 	if err != nil {
-		return nil, fmt.Errorf("entflake.Open: %w", err)
+		// What a driver or a server echoes back can hold the DSN's
+		// password (see package redact): the error never does.
+		return nil, redact.Error(fmt.Errorf("entflake.Open: %w", err))
 	}
 	return g, nil
 }
@@ -212,7 +215,7 @@ func openDB(ctx context.Context, db *sql.DB, dialectName string, opts []Option) 
 		g.k = c.keeper(leaseDB, leaseDialect, instance, SourceLease)
 		g.k.g = g
 	}
-	g.status.Err = reason
+	g.status.Err = redact.Error(reason)
 	c.trace.Emit(leasetrace.Event{Kind: leasetrace.Uncoordinated, WorkerID: id, From: c.clock.Now().UnixMilli()})
 	c.logger.LogAttrs(ctx, slog.LevelWarn, "entflake: worker id from fallback hash",
 		slog.String("service", c.service), slog.Int64("worker_id", id), slog.String("source", SourceFallback.String()),
@@ -308,7 +311,7 @@ func (c *config) openExplicit(ctx context.Context, db *sql.DB, dialectName strin
 	if berr != nil {
 		return nil, berr
 	}
-	g.status.State, g.status.Err = LeaseUnregistered, err
+	g.status.State, g.status.Err = LeaseUnregistered, redact.Error(err)
 	k.g, g.k = g, k
 	// What it issues from now on may repeat a previous holder's, should
 	// registration find a floor above it (see keeper.floorAhead, overlap).
@@ -382,8 +385,8 @@ func (c *config) startFenced(ctx context.Context, k *keeper, fe *lease.FloorErro
 	if err != nil {
 		return nil, err
 	}
-	g.g.Stop(fmt.Errorf("entflake: NextID: %w: %w", ErrFenced, reason))
-	g.status.State, g.status.Err = LeaseFenced, reason
+	g.stopWith(fmt.Errorf("entflake: NextID: %w: %w", ErrFenced, reason))
+	g.status.State, g.status.Err = LeaseFenced, redact.Error(reason)
 	k.g, g.k = g, k
 	k.hold = nil
 	msg := "entflake: fixed worker id waits for floor"

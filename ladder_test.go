@@ -42,10 +42,44 @@ func (s *logSink) Handle(_ context.Context, r slog.Record) error {
 		rec.attrs[a.Key] = a.Value.String()
 		return true
 	})
+	watchSecret(rec)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.records = append(s.records, rec)
 	return nil
+}
+
+// leaks are the records, of any test of the package, that showed
+// dbtest.Secret: every logger the package's tests give the library is a
+// logSink (quiet, newSink), so every line the library logs in them is
+// looked at, and TestMain fails the run if one showed it.
+var leaks struct {
+	sync.Mutex
+	records []string
+}
+
+// watchSecret records rec in leaks if it shows dbtest.Secret.
+func watchSecret(rec record) {
+	text := rec.msg
+	for k, v := range rec.attrs {
+		text += " " + k + "=" + v
+	}
+	if strings.Contains(text, dbtest.Secret) {
+		leaks.Lock()
+		defer leaks.Unlock()
+		leaks.records = append(leaks.records, text)
+	}
+}
+
+// leaked reports, after the tests, every log line that showed the tests'
+// password; TestMain then fails the run.
+func leaked() bool {
+	leaks.Lock()
+	defer leaks.Unlock()
+	for _, l := range leaks.records {
+		fmt.Fprintf(os.Stderr, "FAIL: a log line shows the tests' password: %s\n", l)
+	}
+	return len(leaks.records) > 0
 }
 
 func (s *logSink) all() []record {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/entflake/entflake/internal/leasetrace"
+	"github.com/entflake/entflake/internal/redact"
 	"github.com/entflake/entflake/schema"
 )
 
@@ -72,6 +73,9 @@ func newConfig(opts []Option) *config {
 			o(c)
 		}
 	}
+	// Every line the generator logs passes through here, so none can show
+	// a password a driver or a server echoed into an error (package redact).
+	c.logger = slog.New(redact.Handler(c.logger.Handler()))
 	return c
 }
 

@@ -31,6 +31,8 @@ import (
 
 // TestMain doubles as a storm child process (see TestStorm). go-sql-driver
 // logs every connection the tests break on purpose; its log is silenced.
+// After the tests, it fails the run if any line the library logged to a
+// test's logSink showed the tests' password (watchSecret).
 func TestMain(m *testing.M) {
 	_ = mysql.SetLogger(log.New(io.Discard, "", 0))
 	if plan := os.Getenv("ENTFLAKE_STORM_CHILD"); plan != "" {
@@ -39,7 +41,11 @@ func TestMain(m *testing.M) {
 	if plan := os.Getenv("ENTFLAKE_LIVE_CHILD"); plan != "" {
 		os.Exit(liveChild(plan))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if leaked() && code == 0 {
+		code = 1
+	}
+	os.Exit(code)
 }
 
 // stormPlan is what one child process does.

@@ -53,6 +53,7 @@ import (
 
 	"github.com/entflake/entflake"
 	"github.com/entflake/entflake/internal/lease"
+	"github.com/entflake/entflake/internal/redact"
 	"github.com/entflake/entflake/schema"
 )
 
@@ -99,6 +100,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "entflake: unknown command %q\n%s", cmd, usage)
 		return exitUsage
 	}
+	// A driver's or a server's answer can echo the -dsn's password (a
+	// misspelt scheme reaches PostgreSQL as a setting's name): no message
+	// shows it.
+	err = redact.Error(err)
 	var ue usageError
 	switch {
 	case err == nil:

@@ -314,6 +314,10 @@ func TestBadInput(t *testing.T) {
 		{[]string{"holders", "-dialect", dialect.Postgres, "-dsn", "postgres://root:s3cret@" + dbtest.ClosedPort(t) + "/x"}, 1,
 			"connect to the postgres database of -dsn (driver pgx)"},
 		{[]string{"holders", "-dialect", dialect.Postgres, "-dsn", "postgres://root:s3cret@%zz/x"}, 1, "-dsn"},
+		// pgx reads a misspelt scheme as key=value and sends the key,
+		// password and all, to the server, whose refusal echoes it.
+		{[]string{"holders", "-dialect", dialect.Postgres, "-dsn", "postgress://root:s3cret@127.0.0.1:5432/test?sslmode=disable"}, 1,
+			"postgress://root:xxxxx@"},
 		{[]string{"holders", "-dialect", dialect.SQLite, "-dsn", "file:" + t.TempDir() + "/none.db?_pragma=busy_timeout(1)"}, 1,
 			"no SQLite database file"},
 		{[]string{"holders", "-dialect", dialect.SQLite, "-dsn", sqlite.DSN}, 1,

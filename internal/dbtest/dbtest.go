@@ -201,6 +201,59 @@ func MySQLDSN(t testing.TB, user, name string) string {
 	return cfg.FormatDSN()
 }
 
+// Secret is the one password the tests give the users they make and write
+// into the DSNs they break on purpose, so that a check of what the library
+// logs and returns can look for it (none may show it).
+const Secret = "s3cret-entflake-test"
+
+// MySQLPasswordDSN returns the DSN of database name as user with password
+// Secret, with parseTime on.
+func MySQLPasswordDSN(t testing.TB, user, name string) string {
+	t.Helper()
+	cfg, err := mysql.ParseDSN(MySQLDSN(t, user, name))
+	if err != nil {
+		t.Fatalf("mysql DSN: %v", err)
+	}
+	cfg.Passwd = Secret
+	return cfg.FormatDSN()
+}
+
+// PostgresPasswordDSN returns the URL of database name as user with
+// password Secret.
+func PostgresPasswordDSN(t testing.TB, user, name string) string {
+	t.Helper()
+	u, err := url.Parse(PostgresDSN(t, user, name))
+	if err != nil {
+		t.Fatalf("postgres DSN: %v", err)
+	}
+	u.User = url.UserPassword(u.User.Username(), Secret)
+	return u.String()
+}
+
+// PostgresMisspelt returns the URL of database name with password Secret
+// and its scheme misspelt ("postgress://"), the way a user gets it wrong,
+// followed by the server's host and port as key=value pairs so that the
+// string still reaches the test server: pgx, unable to read it as a URL,
+// reads it as key=value pairs, and sends the URL's text up to the first
+// '=' as the name of a setting, password included, which the server
+// refuses (42602) and echoes.
+func PostgresMisspelt(t testing.TB, name string) string {
+	t.Helper()
+	u, err := url.Parse(PostgresPasswordDSN(t, "", name))
+	if err != nil {
+		t.Fatalf("postgres DSN: %v", err)
+	}
+	host, port := u.Hostname(), u.Port()
+	if port == "" {
+		port = "5432"
+	}
+	if u.RawQuery == "" {
+		u.RawQuery = "sslmode=disable" // the '=' that makes it read as key=value
+	}
+	return "postgress" + strings.TrimPrefix(u.String(), u.Scheme) +
+		" host=" + host + " port=" + port + " user=" + u.User.Username()
+}
+
 // PostgresAdmin returns a pool on the server's administrative database.
 func PostgresAdmin(t testing.TB) *sql.DB {
 	t.Helper()
