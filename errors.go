@@ -62,11 +62,15 @@ var (
 	// ErrDatabaseSetting: Open's lease met a database that answered and
 	// refused for a reason of its configuration, which a fallback would
 	// only hide: authentication or access denied, an unknown database or
-	// schema, an SQLite file that cannot be opened, or a DSN the driver
-	// cannot parse. The error names what to fix. Open retries such a
-	// refusal within the lease timeout (someone may be fixing it: a
-	// migration job creating the database, a grant on its way), except
-	// a DSN that can never work, which it returns at once. A database that
+	// schema, an SQLite file that cannot be opened, a DSN the driver
+	// cannot parse, or one whose typo the server refuses for good (a
+	// parameter the driver passes on as a server setting, a misspelt URL
+	// scheme, an unknown network, no database named). The error names
+	// what to fix. Open retries such a refusal within the lease timeout
+	// (someone may be fixing it: a migration job creating the database, a
+	// grant on its way), except a DSN that can never work, which it
+	// returns at once. Migrate returns it for a MySQL DSN that names no
+	// database. A database that
 	// does not answer at all is no such error: Open then takes the
 	// fallback (or fails with ErrNoLease under WithRequireLease).
 	ErrDatabaseSetting = errors.New("the database refuses the lease")
