@@ -63,9 +63,11 @@ func takeMigrateLock(ctx context.Context, conn *sql.Conn, q *sqlText) error {
 		if err == nil && got.Int64 == 1 {
 			return nil
 		}
-		if err == nil && !got.Valid && q.selectedDB != "" {
-			// GET_LOCK answers NULL for a NULL name: the lock's name
-			// carries DATABASE(), NULL when the DSN names no database.
+		if (err != nil || !got.Valid) && q.selectedDB != "" {
+			// The lock's name carries DATABASE(), NULL when the DSN names
+			// no database: MariaDB's GET_LOCK answers NULL for a NULL
+			// name, MySQL 8 and TiDB refuse it (3057, "Incorrect
+			// user-level lock name").
 			var name sql.NullString
 			if err := conn.QueryRowContext(ctx, q.selectedDB).Scan(&name); err == nil && !name.Valid {
 				return ErrNoDatabase
