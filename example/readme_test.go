@@ -205,3 +205,26 @@ func TestReadmeProject(t *testing.T) {
 	}
 }
 
+// TestReadmeFirstScreen: the README's first code block opens SQLite as the
+// whole project's db_sqlite.go does (the DSN's options are the same), and
+// the text just after it links to that project, so that a newcomer's first
+// runnable step is reachable from the first screen.
+func TestReadmeFirstScreen(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "README.md"))
+	require.NoError(t, err)
+	readme := string(b)
+	first := regexp.MustCompile("(?s)```go\n(.*?)```\n").FindStringSubmatch(readme)
+	require.NotNil(t, first)
+	var sqliteFile string
+	for _, f := range readmeFiles(t) {
+		if f.dialect == "sqlite3" {
+			sqliteFile = f.text
+		}
+	}
+	options := regexp.MustCompile(`"file:"\+path\+"(\?[^"]+)"`).FindStringSubmatch(sqliteFile)
+	require.NotNil(t, options, "db_sqlite.go's DSN")
+	assert.Contains(t, first[1], `sql.Open("sqlite", "file:app.db`+options[1]+`")`)
+	assert.Contains(t, first[1], "entsql.OpenDB(dialect.SQLite, db)")
+	end := strings.Index(readme, first[0]) + len(first[0])
+	assert.Contains(t, readme[end:end+200], "(#add-it-to-an-ent-project)", "a link to the whole project just after the first block")
+}
