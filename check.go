@@ -2,6 +2,8 @@ package entflake
 
 import (
 	"fmt"
+	"net/http"
+	"strings"
 )
 
 // CheckOption adds a condition to Generator.Check.
@@ -42,7 +44,9 @@ func FailUncoordinated() CheckOption { return func(o *checkOptions) { o.coordina
 func (g *Generator) Check(opts ...CheckOption) error {
 	var o checkOptions
 	for _, opt := range opts {
-		opt(&o)
+		if opt != nil { // as Open skips a nil Option
+			opt(&o)
+		}
 	}
 	if err := g.g.Ready(); err != nil {
 		return fmt.Errorf("entflake: not ready (lease %s): %w", g.Lease().State, err)
@@ -60,4 +64,35 @@ func (g *Generator) Check(opts ...CheckOption) error {
 	}
 	return fmt.Errorf("entflake: not ready: %w: worker id %d (%s, lease %s) is coordinated with nobody%s",
 		ErrNoLease, g.WorkerID(), g.Source(), st.State, reason)
+}
+
+// ReadyHandler returns an http.Handler for a readiness probe that answers
+// what Check(opts...) says at each request: 200 OK with the body "ready"
+// while it is nil, and 503 Service Unavailable with Check's error, one
+// line of plain text, otherwise. Pass FailUncoordinated to keep an
+// instance whose worker id is coordinated with nobody (a fallback hash, an
+// unregistered fixed id) out of service, and give entflakeprom's collector
+// the same options (its WithCheckOptions) so that entflake_ready reads what
+// the probe answers.
+//
+//	http.Handle("/readyz", gen.ReadyHandler(entflake.FailUncoordinated()))
+//
+// Like Check, it touches no database and takes no lock, and it is for
+// readiness only: a liveness probe must not depend on it. Responses are
+// not to be cached (Cache-Control: no-store); any method is answered.
+func (g *Generator) ReadyHandler(opts ...CheckOption) http.Handler {
+	opts = append([]CheckOption(nil), opts...) // the caller's slice may change later
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		h := w.Header()
+		h.Set("Content-Type", "text/plain; charset=utf-8")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Cache-Control", "no-store")
+		if err := g.Check(opts...); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			// One line, whatever a driver's error holds, for a probe's log.
+			_, _ = fmt.Fprintln(w, strings.Join(strings.Fields(err.Error()), " "))
+			return
+		}
+		_, _ = fmt.Fprintln(w, "ready")
+	})
 }
