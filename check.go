@@ -40,7 +40,8 @@ func FailUncoordinated() CheckOption { return func(o *checkOptions) { o.coordina
 // moves on. Check touches no database and takes no lock: call it as often
 // as a probe does. It is a readiness check; a liveness probe must not
 // depend on it (a lease lost during an outage comes back on its own, and a
-// restart would only add a start-up to the outage).
+// restart would only add a start-up to the outage). A nil option is
+// skipped. ReadyHandler serves it over HTTP.
 func (g *Generator) Check(opts ...CheckOption) error {
 	var o checkOptions
 	for _, opt := range opts {
