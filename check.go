@@ -2,6 +2,8 @@ package entflake
 
 import (
 	"fmt"
+	"net/http"
+	"strings"
 
 	"github.com/entflake/entflake/internal/redact"
 )
@@ -40,11 +42,14 @@ func FailUncoordinated() CheckOption { return func(o *checkOptions) { o.coordina
 // moves on. Check touches no database and takes no lock: call it as often
 // as a probe does. It is a readiness check; a liveness probe must not
 // depend on it (a lease lost during an outage comes back on its own, and a
-// restart would only add a start-up to the outage).
+// restart would only add a start-up to the outage). A nil option is
+// skipped. ReadyHandler serves it over HTTP.
 func (g *Generator) Check(opts ...CheckOption) error {
 	var o checkOptions
 	for _, opt := range opts {
-		opt(&o)
+		if opt != nil { // as Open skips a nil Option
+			opt(&o)
+		}
 	}
 	if err := g.g.Ready(); err != nil {
 		return redact.Error(fmt.Errorf("entflake: not ready (lease %s): %w", g.Lease().State, err))
@@ -62,4 +67,35 @@ func (g *Generator) Check(opts ...CheckOption) error {
 	}
 	return redact.Error(fmt.Errorf("entflake: not ready: %w: worker id %d (%s, lease %s) is coordinated with nobody%s",
 		ErrNoLease, g.WorkerID(), g.Source(), st.State, reason))
+}
+
+// ReadyHandler returns an http.Handler for a readiness probe that answers
+// what Check(opts...) says at each request: 200 OK with the body "ready"
+// while it is nil, and 503 Service Unavailable with Check's error, one
+// line of plain text, otherwise. Pass FailUncoordinated to keep an
+// instance whose worker id is coordinated with nobody (a fallback hash, an
+// unregistered fixed id) out of service, and give entflakeprom's collector
+// the same options (its WithCheckOptions) so that entflake_ready reads what
+// the probe answers.
+//
+//	http.Handle("/readyz", gen.ReadyHandler(entflake.FailUncoordinated()))
+//
+// Like Check, it touches no database and takes no lock, and it is for
+// readiness only: a liveness probe must not depend on it. Responses are
+// not to be cached (Cache-Control: no-store); any method is answered.
+func (g *Generator) ReadyHandler(opts ...CheckOption) http.Handler {
+	opts = append([]CheckOption(nil), opts...) // the caller's slice may change later
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		h := w.Header()
+		h.Set("Content-Type", "text/plain; charset=utf-8")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Cache-Control", "no-store")
+		if err := g.Check(opts...); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			// One line, whatever a driver's error holds, for a probe's log.
+			_, _ = fmt.Fprintln(w, strings.Join(strings.Fields(err.Error()), " "))
+			return
+		}
+		_, _ = fmt.Fprintln(w, "ready")
+	})
 }

@@ -4,6 +4,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -70,5 +73,56 @@ func TestCheck(t *testing.T) {
 		require.NoError(t, l.Close())
 		err := l.Check()
 		require.True(t, errors.Is(err, ErrClosed), "%v", err)
+	})
+}
+
+// ready asks h as a readiness probe would and returns the status and the
+// body.
+func ready(t *testing.T, h http.Handler) (int, string) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+	assert.Equal(t, "text/plain; charset=utf-8", rec.Header().Get("Content-Type"))
+	assert.Equal(t, "no-store", rec.Header().Get("Cache-Control"))
+	return rec.Code, rec.Body.String()
+}
+
+// TestReadyHandler: ReadyHandler answers what Check answers with the same
+// options. During a fallback start (a database that does not answer), the
+// handler without options answers 200, and with FailUncoordinated 503 and
+// one line naming ErrNoLease's reason; with a lease, 200 "ready" on every
+// database, with or without the option; after Close, 503. A nil option is
+// skipped, as Open skips a nil Option.
+func TestReadyHandler(t *testing.T) {
+	t.Setenv(EnvWorkerID, "")
+	mariadb := dbtest.Backends[0]
+	down, err := sql.Open(mariadb.Driver, mariadb.ClosedDSN(t))
+	require.NoError(t, err)
+	defer down.Close()
+	fb := open(t, down, dialect.MySQL, WithService("svc"), WithLeaseTimeout(500*time.Millisecond), quiet())
+	require.Equal(t, LeaseFallback, fb.Lease().State)
+	code, body := ready(t, fb.ReadyHandler())
+	assert.Equal(t, http.StatusOK, code)
+	assert.Equal(t, "ready\n", body)
+	code, body = ready(t, fb.ReadyHandler(FailUncoordinated(), nil))
+	assert.Equal(t, http.StatusServiceUnavailable, code)
+	assert.True(t, strings.HasPrefix(body, "entflake: not ready: "+ErrNoLease.Error()), body)
+	assert.Contains(t, body, "is coordinated with nobody")
+	assert.Equal(t, 1, strings.Count(body, "\n"), "one line: %q", body)
+
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		db := b.Fresh(t)
+		l := open(t, db.DB, b.Dialect, WithService("svc"), quiet())
+		require.Equal(t, SourceLease, l.Source())
+		h := l.ReadyHandler(FailUncoordinated())
+		for _, h := range []http.Handler{l.ReadyHandler(), h} {
+			code, body := ready(t, h)
+			assert.Equal(t, http.StatusOK, code)
+			assert.Equal(t, "ready\n", body)
+		}
+		require.NoError(t, l.Close())
+		code, body := ready(t, h)
+		assert.Equal(t, http.StatusServiceUnavailable, code)
+		assert.Equal(t, l.Check().Error()+"\n", body)
 	})
 }

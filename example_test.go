@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"time"
@@ -150,6 +152,29 @@ func ExampleGenerator_Check() {
 	// <nil>
 	// true
 	// entflake: not ready (lease released): entflake: NextID: generator closed
+}
+
+// A readiness endpoint: ReadyHandler answers 200 while Check(opts...) is
+// nil, and 503 with Check's error otherwise. Here a fixed worker id, ready
+// until Close.
+func ExampleGenerator_ReadyHandler() {
+	gen, err := entflake.New(5)
+	if err != nil {
+		panic(err)
+	}
+	// In a service: http.Handle("/readyz", gen.ReadyHandler(entflake.FailUncoordinated()))
+	h := gen.ReadyHandler(entflake.FailUncoordinated())
+	probe := func() {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+		fmt.Print(rec.Code, " ", rec.Body.String())
+	}
+	probe()
+	_ = gen.Close()
+	probe()
+	// Output:
+	// 200 ready
+	// 503 entflake: not ready (lease released): entflake: NextID: generator closed
 }
 
 // FindNodes is what the Noder and Noders that entext generates for entgql

@@ -3,6 +3,7 @@ package entflake
 import (
 	"context"
 	"database/sql"
+	"regexp"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -78,4 +79,61 @@ func TestMigrateNoDatabase(t *testing.T) {
 	require.ErrorIs(t, err, ErrDatabaseSetting)
 	assert.ErrorContains(t, err, "no database is selected: name one in the DSN")
 	assert.False(t, ran)
+}
+
+// migrateClash is what a server answers when two copies' migrations create
+// the same table at once, as docs/ent.md and the README quote it.
+var migrateClash = map[string]*regexp.Regexp{
+	dialect.MySQL: regexp.MustCompile(`Error 1050 \(42S01\): Table '\w+' already exists`),
+	dialect.Postgres: regexp.MustCompile(`ERROR: duplicate key value violates unique constraint "pg_type_typname_nsp_index" \(SQLSTATE 23505\)` +
+		`|ERROR: relation "\w+" already exists \(SQLSTATE 42P07\)`),
+	dialect.SQLite: regexp.MustCompile("SQL logic error: table `\\w+` already exists \\(1\\)"),
+}
+
+// TestMigrateWithoutLock: without entflake.Migrate, eight copies whose
+// ent migration runs at once on a fresh database fail, with the answers
+// docs/ent.md quotes: MariaDB's 1050, on PostgreSQL a duplicate in the
+// catalog's pg_type index (23505) or 42P07, and SQLite's "already exists"
+// (the error entflake.Migrate runs the migration again on). Each round is a
+// fresh database; the test runs rounds until one fails, and every failure
+// must be one of those answers.
+func TestMigrateWithoutLock(t *testing.T) {
+	for _, c := range []struct {
+		name, dialect string
+		fresh         func(t testing.TB) *dbtest.DB
+	}{
+		{"mariadb", dialect.MySQL, dbtest.MySQL},
+		{"postgres", dialect.Postgres, dbtest.Postgres},
+		{"sqlite", dialect.SQLite, dbtest.SQLite},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dbtest.Selected(t, c.name)
+			seen := map[string]int{}
+			for round := 0; round < 10 && len(seen) == 0; round++ {
+				db := c.fresh(t)
+				var wg sync.WaitGroup
+				errs := make(chan error, 8)
+				for range 8 {
+					pool := db.Open(t)
+					wg.Go(func() {
+						_, err := schemaCreate(context.Background(), entsql.OpenDB(c.dialect, pool))
+						errs <- err
+					})
+				}
+				wg.Wait()
+				close(errs)
+				for err := range errs {
+					if err == nil {
+						continue
+					}
+					m := migrateClash[c.dialect].FindString(err.Error())
+					if assert.NotEmpty(t, m, "an answer the docs do not quote: %v", err) {
+						seen[regexp.MustCompile("\"\\w+\"|'\\w+'|`\\w+`").ReplaceAllString(m, "X")]++
+					}
+				}
+			}
+			require.NotEmpty(t, seen, "eight migrations at once never met")
+			t.Logf("answers: %v", seen)
+		})
+	}
 }

@@ -11,6 +11,10 @@
 // The names follow Prometheus's conventions: the entflake_ prefix, _total
 // on counters, base units (seconds), and entflake_info, a gauge of 1 whose
 // labels carry the worker id, its source and the service.
+//
+// entflake_ready follows Generator.Check; a readiness probe that passes
+// check options (entflake.FailUncoordinated) gives the collector the same
+// ones with WithCheckOptions, so that the gauge and the probe agree.
 package entflakeprom
 
 import (
@@ -56,7 +60,8 @@ const (
 	// LeaseState.String gives it) and 0 for every other.
 	LeaseStateName = "entflake_lease_state"
 	// ReadyName is 1 while Generator.Check is nil (NextID would issue), 0
-	// otherwise.
+	// otherwise. Check runs with the collector's check options
+	// (WithCheckOptions), none by default.
 	ReadyName = "entflake_ready"
 	// InfoName is 1, with the labels worker_id, source and service.
 	InfoName = "entflake_info"
@@ -71,20 +76,36 @@ var states = []entflake.LeaseState{
 // Collector is a prometheus.Collector of one generator. Make it with
 // NewCollector.
 type Collector struct {
-	g *entflake.Generator
+	g     *entflake.Generator
+	check []entflake.CheckOption // for ReadyName
 
 	waits, waitSeconds, borrowed, errs, rollbacks, largest, renewals, failures,
 	fencings, switches, collisions, state, ready, info *prometheus.Desc
 }
 
+// Option configures a Collector.
+type Option func(*Collector)
+
+// WithCheckOptions makes entflake_ready (ReadyName) follow
+// Generator.Check(opts...) instead of Generator.Check(). Give it the options
+// the readiness probe uses, so that the gauge reads what the probe answers:
+// with entflake.FailUncoordinated(), a generator in fallback (a worker id
+// coordinated with nobody) reads 0, as a probe served by
+// Generator.ReadyHandler(entflake.FailUncoordinated()) answers 503. Without
+// it, such a generator reads 1: it does issue IDs.
+func WithCheckOptions(opts ...entflake.CheckOption) Option {
+	opts = append([]entflake.CheckOption(nil), opts...) // the caller's slice may change later
+	return func(c *Collector) { c.check = append(c.check, opts...) }
+}
+
 // NewCollector returns a collector of g's metrics. Register one per
 // generator; labels that tell generators apart go on the registry
-// (prometheus.WrapRegistererWith).
-func NewCollector(g *entflake.Generator) *Collector {
+// (prometheus.WrapRegistererWith). A nil Option is skipped.
+func NewCollector(g *entflake.Generator, opts ...Option) *Collector {
 	desc := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc(name, help, labels, nil)
 	}
-	return &Collector{
+	c := &Collector{
 		g:           g,
 		waits:       desc(WaitsName, "Waits for the clock because a millisecond's sequence numbers, or a burst's lead, were used up."),
 		waitSeconds: desc(WaitSecondsName, "Total time of the waits counted by "+WaitsName+"."),
@@ -98,9 +119,15 @@ func NewCollector(g *entflake.Generator) *Collector {
 		switches:    desc(SwitchesName, "Slots the generator moved onto after Open."),
 		collisions:  desc(CollisionsName, "INSERTs that failed on a duplicate primary key of this generator's own IDs: another instance issues under the same worker id."),
 		state:       desc(LeaseStateName, "1 for the lease's current state, 0 for the others.", "state"),
-		ready:       desc(ReadyName, "1 while the generator would issue an ID (Generator.Check is nil), 0 otherwise."),
+		ready:       desc(ReadyName, "1 while the generator is ready (Generator.Check, with the collector's check options, is nil), 0 otherwise."),
 		info:        desc(InfoName, "The worker id the generator issues under, its source and the service.", "worker_id", "source", "service"),
 	}
+	for _, o := range opts {
+		if o != nil {
+			o(c)
+		}
+	}
+	return c
 }
 
 // Describe implements prometheus.Collector.
@@ -145,7 +172,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.state, v, st.String())
 	}
 	ready := 0.0
-	if c.g.Check() == nil {
+	if c.g.Check(c.check...) == nil {
 		ready = 1
 	}
 	gauge(c.ready, ready)

@@ -3,13 +3,16 @@ package entflakeprom_test
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"entgo.io/ent/dialect"
@@ -89,4 +92,60 @@ func TestScrape(t *testing.T) {
 	assert.Equal(t, "0", s[`entflake_lease_state{state="held"}`])
 	assert.Equal(t, "0", s["entflake_ready"])
 	assert.Equal(t, "1", s[`entflake_id_errors_total{kind="closed"}`])
+}
+
+// unreachable is a database/sql driver whose every connection fails as a
+// dial to a server that is down does, so that Open leases nothing and
+// starts in fallback, retrying the lease in the background.
+type unreachable struct{}
+
+func (unreachable) Open(string) (driver.Conn, error) {
+	return nil, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+}
+
+func init() { sql.Register("entflakeprom-unreachable", unreachable{}) }
+
+// TestReadyCheckOptions: entflake_ready follows Check with the options
+// WithCheckOptions gives. During a fallback start (a database that does not
+// answer), the collector without options reads 1 (it issues IDs), and with
+// FailUncoordinated 0, as the readiness probe that ReadyHandler serves with
+// the same option answers 503; with a lease both read 1 and the probe
+// answers 200.
+func TestReadyCheckOptions(t *testing.T) {
+	ctx := context.Background()
+	probe := func(h http.Handler) int {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+		return rec.Code
+	}
+	readings := func(gen *entflake.Generator) (plain, strict string) {
+		plainReg, strictReg := prometheus.NewRegistry(), prometheus.NewRegistry()
+		plainReg.MustRegister(entflakeprom.NewCollector(gen))
+		strictReg.MustRegister(entflakeprom.NewCollector(gen, nil, entflakeprom.WithCheckOptions(entflake.FailUncoordinated())))
+		return scrape(t, plainReg)["entflake_ready"], scrape(t, strictReg)["entflake_ready"]
+	}
+
+	down, err := sql.Open("entflakeprom-unreachable", "")
+	require.NoError(t, err)
+	defer down.Close()
+	fb, err := entflake.OpenDB(ctx, down, dialect.MySQL, entflake.WithService("payments"), quiet)
+	require.NoError(t, err)
+	defer fb.Close()
+	require.Equal(t, entflake.LeaseFallback, fb.Lease().State)
+	plain, strict := readings(fb)
+	assert.Equal(t, "1", plain, "without options: it issues")
+	assert.Equal(t, "0", strict, "with FailUncoordinated")
+	assert.Equal(t, http.StatusServiceUnavailable, probe(fb.ReadyHandler(entflake.FailUncoordinated())))
+
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "x.db")+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)")
+	require.NoError(t, err)
+	defer db.Close()
+	leased, err := entflake.OpenDB(ctx, db, dialect.SQLite, entflake.WithService("payments"), quiet)
+	require.NoError(t, err)
+	defer leased.Close()
+	require.Equal(t, entflake.SourceLease, leased.Source())
+	plain, strict = readings(leased)
+	assert.Equal(t, "1", plain)
+	assert.Equal(t, "1", strict)
+	assert.Equal(t, http.StatusOK, probe(leased.ReadyHandler(entflake.FailUncoordinated())))
 }

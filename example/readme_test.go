@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"database/sql"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -44,8 +45,9 @@ func readmeFiles(t *testing.T) []readmeFile {
 // project" shows, file for file, as a module of its own: it generates the
 // ent code with go generate, runs the project's test (enttest with a
 // generator and no database), and runs the program on MariaDB, PostgreSQL
-// and SQLite with each dialect's openDriver, and then eight copies of it at
-// once on a fresh database of each. A README that drifts from the
+// and SQLite with each dialect's openDriver, then eight copies of it at
+// once on a fresh database of each, and a run that fails after Open (which
+// must still give its worker id back before it exits). A README that drifts from the
 // library (a renamed option, a driver name that does not register, a
 // missing feature flag) fails here.
 func TestReadmeProject(t *testing.T) {
@@ -178,6 +180,51 @@ func TestReadmeProject(t *testing.T) {
 				workers[m[2]] = true
 			}
 			assert.Len(t, workers, 8, "eight worker ids: each copy leased its own")
+
+			// A run that fails after Open still gives its worker id back at
+			// once: run returns the error, its deferred gen.Close releases
+			// the slot, and only then does main exit 1. The failure: a view
+			// named accounts, which ent's migration does not take for the
+			// table and cannot create the table beside.
+			blocked := dsns[d](t)
+			bdb, err := sql.Open(map[string]string{"mysql": "mysql", "postgres": "pgx", "sqlite3": "sqlite"}[d], blocked)
+			require.NoError(t, err)
+			_, err = bdb.Exec("CREATE VIEW accounts AS SELECT 1 AS id")
+			require.NoError(t, bdb.Close())
+			require.NoError(t, err)
+			cmd := exec.Command(bin)
+			cmd.Env = append(os.Environ(), "DATABASE_DSN="+blocked)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			var exit *exec.ExitError
+			require.ErrorAs(t, cmd.Run(), &exit, "the failed run's log:\n%s", stderr.String())
+			assert.Equal(t, 1, exit.ExitCode())
+			assert.Contains(t, stderr.String(), "level=ERROR msg=app error=\"migrate: ")
+			assert.Contains(t, stderr.String(), "worker id released", "the deferred Close ran before the exit")
 		})
 	}
+}
+
+// TestReadmeFirstScreen: the README's first code block opens SQLite as the
+// whole project's db_sqlite.go does (the DSN's options are the same), and
+// the text just after it links to that project, so that a newcomer's first
+// runnable step is reachable from the first screen.
+func TestReadmeFirstScreen(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "README.md"))
+	require.NoError(t, err)
+	readme := string(b)
+	first := regexp.MustCompile("(?s)```go\n(.*?)```\n").FindStringSubmatch(readme)
+	require.NotNil(t, first)
+	var sqliteFile string
+	for _, f := range readmeFiles(t) {
+		if f.dialect == "sqlite3" {
+			sqliteFile = f.text
+		}
+	}
+	options := regexp.MustCompile(`"file:"\+path\+"(\?[^"]+)"`).FindStringSubmatch(sqliteFile)
+	require.NotNil(t, options, "db_sqlite.go's DSN")
+	assert.Contains(t, first[1], `sql.Open("sqlite", "file:app.db`+options[1]+`")`)
+	assert.Contains(t, first[1], "entsql.OpenDB(dialect.SQLite, db)")
+	end := strings.Index(readme, first[0]) + len(first[0])
+	assert.Contains(t, readme[end:end+200], "(#add-it-to-an-ent-project)", "a link to the whole project just after the first block")
 }
