@@ -84,7 +84,7 @@ func TestMigrateNoDatabase(t *testing.T) {
 // migrateClash is what a server answers when two copies' migrations create
 // the same table at once, as docs/ent.md and the README quote it.
 var migrateClash = map[string]*regexp.Regexp{
-	dialect.MySQL: regexp.MustCompile(`Error 1050 \(42S01\): Table '\w+' already exists`),
+	dialect.MySQL: regexp.MustCompile(`Error 1050 \(42S01\): Table '[\w.]+' already exists`), // TiDB names db.table
 	dialect.Postgres: regexp.MustCompile(`ERROR: duplicate key value violates unique constraint "pg_type_typname_nsp_index" \(SQLSTATE 23505\)` +
 		`|ERROR: relation "\w+" already exists \(SQLSTATE 42P07\)`),
 	dialect.SQLite: regexp.MustCompile("SQL logic error: table `\\w+` already exists \\(1\\)"),
