@@ -27,7 +27,8 @@
 //     PostgreSQL and SQLite) runs as one upsert per row in a transaction;
 //   - the refusal of ids that no generator issues (0 and negative), set on
 //     a create (SetID), in a field marked with mixin.JSONString() on a
-//     create or an update, or decoded from JSON;
+//     create or an update (of a type: a view has no mutations, and gets
+//     no hook), or decoded from JSON;
 //   - for SnowflakeID{JSONString: true} and for the int64 fields marked with
 //     mixin.JSONString() (of any type), the option ",string" in their json
 //     struct tags, and one UnmarshalJSON per type that accepts each of them

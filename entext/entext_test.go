@@ -533,3 +533,27 @@ func TestAdoptComposed(t *testing.T) {
 		assert.Equal(t, n.Name == "ComposedJSON", jsonString(n), n.Name)
 	}
 }
+
+// RefView is a view (ent.View) with a marked field.
+type RefView struct{ ent.View }
+
+func (RefView) Fields() []ent.Field {
+	return []ent.Field{field.Int64("account_id").Annotations(entflakemixin.JSONString())}
+}
+
+// TestViewRefs: a view's marked field marshals as a JSON string and gets
+// the generated UnmarshalJSON, but no hook: a view has no mutation, and the
+// hook's registration and its case on the view's mutation would not
+// compile (cfg.hooks.RefView, RefViewMutation).
+func TestViewRefs(t *testing.T) {
+	// A graph of views alone makes ent's NewGraph panic: Plain is there too.
+	g := graph(t, nil, Plain{}, RefView{})
+	require.NoError(t, Check(g))
+	n := g.Nodes[1]
+	require.True(t, n.IsView())
+	assert.Empty(t, refFields(n))
+	assert.False(t, anyRefs(g))
+	markJSONStrings(g)
+	assert.Equal(t, []jsonField{{Key: "account_id", StructField: "AccountID", Label: "RefView.account_id"}}, jsonFields(n))
+	assert.Equal(t, `json:"account_id,string,omitempty"`, n.Fields[0].StructTag)
+}
