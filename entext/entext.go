@@ -175,6 +175,9 @@ func (*Extension) Hooks() []gen.Hook {
 			if err := Check(g); err != nil {
 				return err
 			}
+			if err := annotateGQL(g); err != nil {
+				return err
+			}
 			if err := setupGQL(g); err != nil {
 				return err
 			}
