@@ -47,7 +47,14 @@
 //     read the ent_types table of ent's sql/globalid feature (see gql.go).
 //     The extension after entgql, and one Go type (int64) for the ids of
 //     every GraphQL node, are required; generation fails otherwise, saying
-//     why.
+//     why;
+//   - for entgql, written into the graph at generation time in entgql's
+//     own annotation (this module does not import entgql): the GraphQL
+//     type ID on every field marked with mixin.JSONString(), unless the
+//     field's annotation sets a type (entgql would make it an Int, a JSON
+//     number), and Skip(SkipAll) on the types of entflake's own tables
+//     (schema.Sequence and schema.Slot embedded for Atlas), unless the
+//     user annotated them for entgql.
 //
 // A mixin that composes SnowflakeID{}.Fields() instead of embedding
 // SnowflakeID is handled as SnowflakeID itself: the extension knows the id
