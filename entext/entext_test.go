@@ -589,3 +589,16 @@ func TestAnnotateGQL(t *testing.T) {
 	assert.Nil(t, byName["Plain"].Annotations[gqlAnnotation])
 	assert.Nil(t, byName["GoodRef"].Annotations[gqlAnnotation])
 }
+
+// TestAnnotateGQLBad: an entgql annotation on a marked field that is no
+// JSON object (not entgql's) fails the generation, naming the field,
+// rather than be replaced.
+func TestAnnotateGQLBad(t *testing.T) {
+	g := graph(t, nil, GoodRef{})
+	g.Nodes[0].Fields[0].Annotations[gqlAnnotation] = "ID"
+	err := annotateGQL(g)
+	require.Error(t, err)
+	assert.ErrorContains(t, err, "schema GoodRef: field owner_id: reading its entgql annotation")
+	err = New().Hooks()[0](gen.GenerateFunc(func(*gen.Graph) error { return nil })).Generate(g)
+	assert.ErrorContains(t, err, "field owner_id", "through the generation hook")
+}
