@@ -18,3 +18,4 @@ package entflake
 //go:generate env GOMAXPROCS=1 go -C entext/internal/integration/ent3 run entc.go
 //go:generate env GOMAXPROCS=1 go -C entext/internal/integration/edges run entc.go
 //go:generate env GOMAXPROCS=1 go -C entext/internal/integration/schemacfg run entc.go
+//go:generate env GOMAXPROCS=1 go -C entext/internal/integration/views run entc.go

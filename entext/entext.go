@@ -27,7 +27,8 @@
 //     PostgreSQL and SQLite) runs as one upsert per row in a transaction;
 //   - the refusal of ids that no generator issues (0 and negative), set on
 //     a create (SetID), in a field marked with mixin.JSONString() on a
-//     create or an update, or decoded from JSON;
+//     create or an update (of a type: a view has no mutations, and gets
+//     no hook), or decoded from JSON;
 //   - for SnowflakeID{JSONString: true} and for the int64 fields marked with
 //     mixin.JSONString() (of any type), the option ",string" in their json
 //     struct tags, and one UnmarshalJSON per type that accepts each of them
@@ -46,7 +47,14 @@
 //     read the ent_types table of ent's sql/globalid feature (see gql.go).
 //     The extension after entgql, and one Go type (int64) for the ids of
 //     every GraphQL node, are required; generation fails otherwise, saying
-//     why.
+//     why;
+//   - for entgql, written into the graph at generation time in entgql's
+//     own annotation (this module does not import entgql): the GraphQL
+//     type ID on every field marked with mixin.JSONString(), unless the
+//     field's annotation sets a type (entgql would make it an Int, a JSON
+//     number), and Skip(SkipAll) on the types of entflake's own tables
+//     (schema.Sequence and schema.Slot embedded for Atlas), unless the
+//     user annotated them for entgql.
 //
 // A mixin that composes SnowflakeID{}.Fields() instead of embedding
 // SnowflakeID is handled as SnowflakeID itself: the extension knows the id
@@ -172,6 +180,9 @@ func (*Extension) Hooks() []gen.Hook {
 			defer running.Delete(g)
 			adopt(g)
 			if err := Check(g); err != nil {
+				return err
+			}
+			if err := annotateGQL(g); err != nil {
 				return err
 			}
 			if err := setupGQL(g); err != nil {

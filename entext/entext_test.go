@@ -533,3 +533,72 @@ func TestAdoptComposed(t *testing.T) {
 		assert.Equal(t, n.Name == "ComposedJSON", jsonString(n), n.Name)
 	}
 }
+
+// RefView is a view (ent.View) with a marked field.
+type RefView struct{ ent.View }
+
+func (RefView) Fields() []ent.Field {
+	return []ent.Field{field.Int64("account_id").Annotations(entflakemixin.JSONString())}
+}
+
+// TestViewRefs: a view's marked field marshals as a JSON string and gets
+// the generated UnmarshalJSON, but no hook: a view has no mutation, and the
+// hook's registration and its case on the view's mutation would not
+// compile (cfg.hooks.RefView, RefViewMutation).
+func TestViewRefs(t *testing.T) {
+	// A graph of views alone makes ent's NewGraph panic: Plain is there too.
+	g := graph(t, nil, Plain{}, RefView{})
+	require.NoError(t, Check(g))
+	n := g.Nodes[1]
+	require.True(t, n.IsView())
+	assert.Empty(t, refFields(n))
+	assert.False(t, anyRefs(g))
+	markJSONStrings(g)
+	assert.Equal(t, []jsonField{{Key: "account_id", StructField: "AccountID", Label: "RefView.account_id"}}, jsonFields(n))
+	assert.Equal(t, `json:"account_id,string,omitempty"`, n.Fields[0].StructTag)
+}
+
+// TestAnnotateGQL: for entgql, a marked field gets the GraphQL type ID
+// (merged into an entgql annotation of its own, unless that sets a type),
+// and the types of entflake's tables are skipped (unless the user
+// annotated them for entgql); the loaded schema's maps stay as they were.
+func TestAnnotateGQL(t *testing.T) {
+	g := graph(t, nil, GoodRef{}, SameKeyRef{}, OwnSequence{}, OwnSlots{}, Plain{})
+	byName := map[string]*gen.Type{}
+	for _, n := range g.Nodes {
+		byName[n.Name] = n
+	}
+	good, two := byName["GoodRef"], byName["SameKeyRef"]
+	loaded := good.Fields[0].Annotations
+	// The user's own annotations, in the two forms a graph holds them: the
+	// JSON form entc's loader stores, and a value (a graph built in Go).
+	two.Fields[0].Annotations[gqlAnnotation] = struct{ Type string }{"Int"}
+	two.Fields[1].Annotations[gqlAnnotation] = struct{ OrderField string }{"REF"}
+	byName["OwnSlots"].Annotations = gen.Annotations{gqlAnnotation: map[string]any{"QueryField": map[string]any{}}}
+	require.NoError(t, annotateGQL(g))
+
+	assert.Equal(t, map[string]any{"Type": "ID"}, good.Fields[0].Annotations[gqlAnnotation])
+	assert.Nil(t, good.Fields[1].Annotations[gqlAnnotation], "an unmarked field")
+	assert.NotContains(t, loaded, gqlAnnotation, "the loaded schema's map")
+	assert.Contains(t, good.Fields[0].Annotations, entflakemixin.JSONStringAnnotationName, "the mark stays")
+	assert.Equal(t, struct{ Type string }{"Int"}, two.Fields[0].Annotations[gqlAnnotation], "a type of the user's")
+	assert.Equal(t, map[string]any{"OrderField": "REF", "Type": "ID"}, two.Fields[1].Annotations[gqlAnnotation], "merged")
+
+	assert.Equal(t, map[string]any{"Skip": gqlSkipAll}, byName["OwnSequence"].Annotations[gqlAnnotation])
+	assert.Equal(t, map[string]any{"QueryField": map[string]any{}}, byName["OwnSlots"].Annotations[gqlAnnotation])
+	assert.Nil(t, byName["Plain"].Annotations[gqlAnnotation])
+	assert.Nil(t, byName["GoodRef"].Annotations[gqlAnnotation])
+}
+
+// TestAnnotateGQLBad: an entgql annotation on a marked field that is no
+// JSON object (not entgql's) fails the generation, naming the field,
+// rather than be replaced.
+func TestAnnotateGQLBad(t *testing.T) {
+	g := graph(t, nil, GoodRef{})
+	g.Nodes[0].Fields[0].Annotations[gqlAnnotation] = "ID"
+	err := annotateGQL(g)
+	require.Error(t, err)
+	assert.ErrorContains(t, err, "schema GoodRef: field owner_id: reading its entgql annotation")
+	err = New().Hooks()[0](gen.GenerateFunc(func(*gen.Graph) error { return nil })).Generate(g)
+	assert.ErrorContains(t, err, "field owner_id", "through the generation hook")
+}

@@ -5,12 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"text/template/parse"
 
 	"entgo.io/ent/entc/gen"
 	"entgo.io/ent/schema/field"
+
+	"github.com/entflake/entflake/schema"
 )
 
 // entgql (entgo.io/contrib/entgql) finds a node's type, in the Noder and
@@ -50,6 +53,73 @@ var gqlPatches = []struct{ old, new, why string }{
 // gqlTemplate is the name of entgql's template of the Node API.
 const gqlTemplate = "gql_node"
 
+// gqlAnnotation is the name of entgql's annotation (entgql.Annotation's
+// Name()): the extension reads and writes it in the JSON form entc stores
+// every annotation in, so that this module never imports entgql.
+const gqlAnnotation = "EntGQL"
+
+// gqlSkipAll is entgql.SkipAll of entgo.io/contrib v0.7.0 (its six skip
+// bits: type, enum fields, order fields, where input, create and update
+// inputs); entflakegql's tests check that it still is.
+const gqlSkipAll = 1<<6 - 1
+
+// annotateGQL adds to the graph about to be generated what entgql reads
+// from annotations, where the user has not set it:
+//
+//   - on every field marked with mixin.JSONString() (the id of another
+//     row), entgql.Type("ID"): entgql would make an int64 field Int, which
+//     gqlgen writes as a JSON number that JavaScript rounds above 2^53; ID,
+//     bound to entflakegql.ID, is an int64 written as a JSON string. The
+//     id and edge fields are ID already. A type the user gave the field
+//     (entgql.Type) stays.
+//   - on the types of entflake's own tables (sys_sequence and
+//     sys_sequence_slot, from embedding schema.Sequence and schema.Slot for
+//     Atlas), entgql.Skip(entgql.SkipAll): their ids are a string and an
+//     int32, which no GraphQL node beside int64 ids can have, and their
+//     rows are the lease's alone. A type with any entgql annotation of the
+//     user's stays as it is.
+//
+// Without entgql in the generation the annotations are read by nobody. The
+// maps are replaced, not changed: the loaded schema keeps its own.
+func annotateGQL(g *gen.Graph) error {
+	for _, n := range g.Nodes {
+		if t := n.Table(); (t == schema.TableName || t == schema.SlotTableName) && n.Annotations[gqlAnnotation] == nil {
+			n.Annotations = with(n.Annotations, gqlAnnotation, map[string]any{"Skip": gqlSkipAll})
+		}
+		for _, f := range n.Fields {
+			if !annotated(f) || f.IsEdgeField() {
+				continue
+			}
+			a := map[string]any{}
+			if v := f.Annotations[gqlAnnotation]; v != nil {
+				b, err := json.Marshal(v)
+				if err == nil {
+					err = json.Unmarshal(b, &a)
+				}
+				if err != nil {
+					return fmt.Errorf("entflake: schema %s: field %s: reading its entgql annotation: %w", n.Name, f.Name, err)
+				}
+			}
+			if typ, _ := a["Type"].(string); typ != "" {
+				continue
+			}
+			a["Type"] = "ID"
+			f.Annotations = with(f.Annotations, gqlAnnotation, a)
+		}
+	}
+	return nil
+}
+
+// with returns a copy of annotations with name set to v.
+func with(annotations gen.Annotations, name string, v any) gen.Annotations {
+	out := maps.Clone(annotations)
+	if out == nil {
+		out = gen.Annotations{}
+	}
+	out[name] = v
+	return out
+}
+
 // lastTemplate returns the index in g.Templates of the last template set
 // that matches, or -1.
 func lastTemplate(g *gen.Graph, match func(*gen.Template) bool) int {
@@ -74,7 +144,7 @@ func gqlNodes(g *gen.Graph) []*gen.Type {
 		// first bit is entgql.SkipType), read from its JSON form as entc
 		// stores every annotation.
 		var a struct{ Skip int }
-		if b, err := json.Marshal(n.Annotations["EntGQL"]); err == nil {
+		if b, err := json.Marshal(n.Annotations[gqlAnnotation]); err == nil {
 			_ = json.Unmarshal(b, &a)
 		}
 		if a.Skip&1 == 0 {

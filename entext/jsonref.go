@@ -92,8 +92,15 @@ type refField struct {
 	Label string // Type.field, for errors
 }
 
-// refFields returns the fields of a type with the mark, its id aside.
+// refFields returns the fields of a type with the mark, its id aside,
+// that the generated hook checks on a create or an update. A view
+// (ent.View) has none to check: it has no mutation, and ent gives it no
+// hooks. Its marked fields still marshal as JSON strings and decode from a
+// string or a number (stringFields): they hold ids all the same.
 func refFields(n *gen.Type) []refField {
+	if n.IsView() {
+		return nil
+	}
 	var out []refField
 	for _, f := range n.Fields {
 		if annotated(f) {

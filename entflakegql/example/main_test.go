@@ -306,6 +306,33 @@ func TestEdgeFieldID(t *testing.T) {
 	})
 }
 
+// TestReferenceFieldID: Post.reply_to_id, an int64 that holds another
+// post's snowflake id without an edge, is marked entflakemixin.JSONString(),
+// so entext gives it the GraphQL type ID (entgql alone makes it an Int): on
+// the wire it is a JSON string, given as a string or a number.
+func TestReferenceFieldID(t *testing.T) {
+	backends(t, func(t *testing.T, a *api) {
+		s := a.sample()
+		for _, v := range []any{s.hello, json.Number(s.hello)} {
+			r := a.query(`mutation($to: ID) { createPost(input: {title: "re", authorID: "`+s.bob+`", replyToID: $to}) { id replyToID } }`,
+				map[string]any{"to": v})
+			require.Empty(t, r.Errors, "replyToID: %T %v", v, v)
+			reply := field(t, r.Data, "createPost", "replyToID")
+			assert.IsType(t, "", reply, "replyToID: %T %v: a JSON string on the wire", v, v)
+			assert.Equal(t, s.hello, a.snowflake(reply))
+		}
+		// Read back through the connection: the two replies name hello, the
+		// others answer no post (null).
+		d := a.ok(`{ posts(first: 10) { edges { node { title replyToID } } } }`, nil)
+		replies := map[string][]any{}
+		for _, e := range field(t, d, "posts", "edges").([]any) {
+			title := field(t, e, "node", "title").(string)
+			replies[title] = append(replies[title], field(t, e, "node", "replyToID"))
+		}
+		assert.Equal(t, map[string][]any{"re": {s.hello, s.hello}, "hello": {nil}, "again": {nil}}, replies)
+	})
+}
+
 // nodeQuery asks for a node with every type's fields.
 const nodeQuery = `query($id: ID!) {
 	node(id: $id) {

@@ -78,6 +78,7 @@ type (
 func newConfig(opts ...Option) config {
 	cfg := config{log: log.Println, hooks: &hooks{}, inters: &inters{}}
 	cfg.hooks.Post = append(cfg.hooks.Post, entflakeIDs)
+	cfg.hooks.Post = append(cfg.hooks.Post, entflakeRefs)
 	cfg.hooks.Tag = append(cfg.hooks.Tag, entflakeIDs)
 	cfg.hooks.User = append(cfg.hooks.User, entflakeIDs)
 	cfg.options(opts...)

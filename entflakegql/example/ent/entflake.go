@@ -5,6 +5,7 @@ package ent
 import (
 	"context"
 	stdsql "database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -520,6 +521,101 @@ func entflakeKeepBatchIDs(d string, batch *sqlgraph.BatchCreateSpec) {
 		}
 	}
 }
+
+// entflakeJSONID decodes, into the int64 it points to, a snowflake id given
+// as a JSON string or as a JSON number, for the generated UnmarshalJSON of
+// the entity types with JSON string ids or fields (SnowflakeID{JSONString:
+// true}, entflakemixin.JSONString()). A null leaves the int64 as it is, as
+// encoding/json does.
+type entflakeJSONID struct {
+	id   *int64
+	name string // Type.field, for errors
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (j entflakeJSONID) UnmarshalJSON(data []byte) error {
+	if string(data) == "null" {
+		return nil
+	}
+	id, err := entflakeParseJSONID(data, j.name)
+	if err != nil {
+		return err
+	}
+	*j.id = id
+	return nil
+}
+
+// entflakeJSONIDPtr is entflakeJSONID for a Nillable field: a null makes
+// it nil.
+type entflakeJSONIDPtr struct {
+	id   **int64
+	name string // Type.field, for errors
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (j entflakeJSONIDPtr) UnmarshalJSON(data []byte) error {
+	if string(data) == "null" {
+		*j.id = nil
+		return nil
+	}
+	id, err := entflakeParseJSONID(data, j.name)
+	if err != nil {
+		return err
+	}
+	*j.id = &id
+	return nil
+}
+
+// entflakeParseJSONID reads a snowflake id from a JSON string or number. It
+// goes through json.Number, which keeps the digits: a float64 would round
+// an id above 2^53, and would take 1.5 or 1e3. An id is positive: 0, "-0"
+// and negative numbers are refused (a reference that names no row is null,
+// on a Nillable field).
+func entflakeParseJSONID(data []byte, name string) (int64, error) {
+	var n json.Number
+	err := json.Unmarshal(data, &n)
+	var id int64
+	if err == nil {
+		id, err = n.Int64()
+	}
+	if err != nil {
+		return 0, fmt.Errorf("ent: %s: %s is not an int64 (as a JSON string or number)", name, data)
+	}
+	if id <= 0 {
+		return 0, fmt.Errorf("ent: %s: %w: %s (snowflake ids are positive; null names no row)", name, entflake.ErrInvalidID, data)
+	}
+	return id, nil
+}
+
+// entflakeRefs is the hook, registered on every client for the entity
+// types with fields marked entflakemixin.JSONString(), that refuses, on
+// every create and update, such a field set to 0 or a negative id: no
+// generator issues one, and the entity's UnmarshalJSON would refuse it
+// (entflakeParseJSONID). A reference that names no row is unset, or nil on
+// a Nillable field.
+func entflakeRefs(next ent.Mutator) ent.Mutator {
+	return ent.MutateFunc(func(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+		var (
+			v     int64
+			set   bool
+			label string
+		)
+		switch m := m.(type) {
+		case *PostMutation:
+			if x, ok := m.ReplyToID(); ok && x <= 0 && !set {
+				v, set, label = x, true, "Post.reply_to_id"
+			}
+		}
+		if set {
+			return nil, fmt.Errorf("ent: %s: %w: %d (snowflake ids are positive; a reference to no row is unset, or nil on a Nillable field)", label, entflake.ErrInvalidID, v)
+		}
+		return next.Mutate(ctx, m)
+	})
+}
+
+// entflakeUnmarshalJSON is json.Unmarshal, for the generated UnmarshalJSON,
+// which cannot name the package json: an entity type may be named Json.
+func entflakeUnmarshalJSON(data []byte, v any) error { return json.Unmarshal(data, v) }
 
 // entflakeNodeTypes are the GraphQL node types, whose tables
 // entflake.FindNodes asks for an id: ids from one sys_sequence pool are

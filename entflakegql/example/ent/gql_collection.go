@@ -135,6 +135,11 @@ func (_q *PostQuery) collectField(ctx context.Context, oneNode bool, opCtx *grap
 				selectedFields = append(selectedFields, post.FieldAuthorID)
 				fieldSeen[post.FieldAuthorID] = struct{}{}
 			}
+		case "replyToID":
+			if _, ok := fieldSeen[post.FieldReplyToID]; !ok {
+				selectedFields = append(selectedFields, post.FieldReplyToID)
+				fieldSeen[post.FieldReplyToID] = struct{}{}
+			}
 		case "id":
 		case "__typename":
 		default:

@@ -4,14 +4,18 @@ package ent
 
 // CreatePostInput represents a mutation input for creating posts.
 type CreatePostInput struct {
-	Title    string
-	AuthorID int64
-	TagIDs   []int64
+	Title     string
+	ReplyToID *int64
+	AuthorID  int64
+	TagIDs    []int64
 }
 
 // Mutate applies the CreatePostInput on the PostMutation builder.
 func (i *CreatePostInput) Mutate(m *PostMutation) {
 	m.SetTitle(i.Title)
+	if v := i.ReplyToID; v != nil {
+		m.SetReplyToID(*v)
+	}
 	m.SetAuthorID(i.AuthorID)
 	if v := i.TagIDs; len(v) > 0 {
 		m.AddTagIDs(v...)

@@ -367,19 +367,21 @@ func (m *LegacyMutation) ResetEdge(name string) error {
 // PostMutation represents an operation that mutates the Post nodes in the graph.
 type PostMutation struct {
 	config
-	op            Op
-	typ           string
-	id            *int64
-	title         *string
-	clearedFields map[string]struct{}
-	author        *int64
-	clearedauthor bool
-	tags          map[int64]struct{}
-	removedtags   map[int64]struct{}
-	clearedtags   bool
-	done          bool
-	oldValue      func(context.Context) (*Post, error)
-	predicates    []predicate.Post
+	op             Op
+	typ            string
+	id             *int64
+	title          *string
+	reply_to_id    *int64
+	addreply_to_id *int64
+	clearedFields  map[string]struct{}
+	author         *int64
+	clearedauthor  bool
+	tags           map[int64]struct{}
+	removedtags    map[int64]struct{}
+	clearedtags    bool
+	done           bool
+	oldValue       func(context.Context) (*Post, error)
+	predicates     []predicate.Post
 	// entflakeBatch are the builders of the CreateBulk whose INSERT the
 	// mutation ran in, if any (entflakeStatement). A pointer: one word
 	// more in every mutation, not three.
@@ -564,6 +566,76 @@ func (m *PostMutation) ResetAuthorID() {
 	m.author = nil
 }
 
+// SetReplyToID sets the "reply_to_id" field.
+func (m *PostMutation) SetReplyToID(i int64) {
+	m.reply_to_id = &i
+	m.addreply_to_id = nil
+}
+
+// ReplyToID returns the value of the "reply_to_id" field in the mutation.
+func (m *PostMutation) ReplyToID() (r int64, exists bool) {
+	v := m.reply_to_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldReplyToID returns the old "reply_to_id" field's value of the Post entity.
+// If the Post object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PostMutation) OldReplyToID(ctx context.Context) (v *int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldReplyToID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldReplyToID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldReplyToID: %w", err)
+	}
+	return oldValue.ReplyToID, nil
+}
+
+// AddReplyToID adds i to the "reply_to_id" field.
+func (m *PostMutation) AddReplyToID(i int64) {
+	if m.addreply_to_id != nil {
+		*m.addreply_to_id += i
+	} else {
+		m.addreply_to_id = &i
+	}
+}
+
+// AddedReplyToID returns the value that was added to the "reply_to_id" field in this mutation.
+func (m *PostMutation) AddedReplyToID() (r int64, exists bool) {
+	v := m.addreply_to_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ClearReplyToID clears the value of the "reply_to_id" field.
+func (m *PostMutation) ClearReplyToID() {
+	m.reply_to_id = nil
+	m.addreply_to_id = nil
+	m.clearedFields[post.FieldReplyToID] = struct{}{}
+}
+
+// ReplyToIDCleared returns if the "reply_to_id" field was cleared in this mutation.
+func (m *PostMutation) ReplyToIDCleared() bool {
+	_, ok := m.clearedFields[post.FieldReplyToID]
+	return ok
+}
+
+// ResetReplyToID resets all changes to the "reply_to_id" field.
+func (m *PostMutation) ResetReplyToID() {
+	m.reply_to_id = nil
+	m.addreply_to_id = nil
+	delete(m.clearedFields, post.FieldReplyToID)
+}
+
 // ClearAuthor clears the "author" edge to the User entity.
 func (m *PostMutation) ClearAuthor() {
 	m.clearedauthor = true
@@ -679,12 +751,15 @@ func (m *PostMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *PostMutation) Fields() []string {
-	fields := make([]string, 0, 2)
+	fields := make([]string, 0, 3)
 	if m.title != nil {
 		fields = append(fields, post.FieldTitle)
 	}
 	if m.author != nil {
 		fields = append(fields, post.FieldAuthorID)
+	}
+	if m.reply_to_id != nil {
+		fields = append(fields, post.FieldReplyToID)
 	}
 	return fields
 }
@@ -698,6 +773,8 @@ func (m *PostMutation) Field(name string) (ent.Value, bool) {
 		return m.Title()
 	case post.FieldAuthorID:
 		return m.AuthorID()
+	case post.FieldReplyToID:
+		return m.ReplyToID()
 	}
 	return nil, false
 }
@@ -711,6 +788,8 @@ func (m *PostMutation) OldField(ctx context.Context, name string) (ent.Value, er
 		return m.OldTitle(ctx)
 	case post.FieldAuthorID:
 		return m.OldAuthorID(ctx)
+	case post.FieldReplyToID:
+		return m.OldReplyToID(ctx)
 	}
 	return nil, fmt.Errorf("unknown Post field %s", name)
 }
@@ -734,6 +813,13 @@ func (m *PostMutation) SetField(name string, value ent.Value) error {
 		}
 		m.SetAuthorID(v)
 		return nil
+	case post.FieldReplyToID:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetReplyToID(v)
+		return nil
 	}
 	return fmt.Errorf("unknown Post field %s", name)
 }
@@ -742,6 +828,9 @@ func (m *PostMutation) SetField(name string, value ent.Value) error {
 // this mutation.
 func (m *PostMutation) AddedFields() []string {
 	var fields []string
+	if m.addreply_to_id != nil {
+		fields = append(fields, post.FieldReplyToID)
+	}
 	return fields
 }
 
@@ -750,6 +839,8 @@ func (m *PostMutation) AddedFields() []string {
 // was not set, or was not defined in the schema.
 func (m *PostMutation) AddedField(name string) (ent.Value, bool) {
 	switch name {
+	case post.FieldReplyToID:
+		return m.AddedReplyToID()
 	}
 	return nil, false
 }
@@ -759,6 +850,13 @@ func (m *PostMutation) AddedField(name string) (ent.Value, bool) {
 // type.
 func (m *PostMutation) AddField(name string, value ent.Value) error {
 	switch name {
+	case post.FieldReplyToID:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddReplyToID(v)
+		return nil
 	}
 	return fmt.Errorf("unknown Post numeric field %s", name)
 }
@@ -766,7 +864,11 @@ func (m *PostMutation) AddField(name string, value ent.Value) error {
 // ClearedFields returns all nullable fields that were cleared during this
 // mutation.
 func (m *PostMutation) ClearedFields() []string {
-	return nil
+	var fields []string
+	if m.FieldCleared(post.FieldReplyToID) {
+		fields = append(fields, post.FieldReplyToID)
+	}
+	return fields
 }
 
 // FieldCleared returns a boolean indicating if a field with the given name was
@@ -779,6 +881,11 @@ func (m *PostMutation) FieldCleared(name string) bool {
 // ClearField clears the value of the field with the given name. It returns an
 // error if the field is not defined in the schema.
 func (m *PostMutation) ClearField(name string) error {
+	switch name {
+	case post.FieldReplyToID:
+		m.ClearReplyToID()
+		return nil
+	}
 	return fmt.Errorf("unknown Post nullable field %s", name)
 }
 
@@ -791,6 +898,9 @@ func (m *PostMutation) ResetField(name string) error {
 		return nil
 	case post.FieldAuthorID:
 		m.ResetAuthorID()
+		return nil
+	case post.FieldReplyToID:
+		m.ResetReplyToID()
 		return nil
 	}
 	return fmt.Errorf("unknown Post field %s", name)

@@ -22,6 +22,8 @@ type Post struct {
 	Title string `json:"title,omitempty"`
 	// AuthorID holds the value of the "author_id" field.
 	AuthorID int64 `json:"author_id,omitempty"`
+	// ReplyToID holds the value of the "reply_to_id" field.
+	ReplyToID *int64 `json:"reply_to_id,string,omitempty"`
 	// Edges holds the relations/edges for other nodes in the graph.
 	// The values are being populated by the PostQuery when eager-loading is set.
 	Edges        PostEdges `json:"edges"`
@@ -68,7 +70,7 @@ func (*Post) scanValues(columns []string) ([]any, error) {
 	values := make([]any, len(columns))
 	for i := range columns {
 		switch columns[i] {
-		case post.FieldID, post.FieldAuthorID:
+		case post.FieldID, post.FieldAuthorID, post.FieldReplyToID:
 			values[i] = new(sql.NullInt64)
 		case post.FieldTitle:
 			values[i] = new(sql.NullString)
@@ -104,6 +106,13 @@ func (_m *Post) assignValues(columns []string, values []any) error {
 				return fmt.Errorf("unexpected type %T for field author_id", values[i])
 			} else if value.Valid {
 				_m.AuthorID = value.Int64
+			}
+		case post.FieldReplyToID:
+			if value, ok := values[i].(*sql.NullInt64); !ok {
+				return fmt.Errorf("unexpected type %T for field reply_to_id", values[i])
+			} else if value.Valid {
+				_m.ReplyToID = new(int64)
+				*_m.ReplyToID = value.Int64
 			}
 		default:
 			_m.selectValues.Set(columns[i], values[i])
@@ -156,8 +165,27 @@ func (_m *Post) String() string {
 	builder.WriteString(", ")
 	builder.WriteString("author_id=")
 	builder.WriteString(fmt.Sprintf("%v", _m.AuthorID))
+	builder.WriteString(", ")
+	if v := _m.ReplyToID; v != nil {
+		builder.WriteString("reply_to_id=")
+		builder.WriteString(fmt.Sprintf("%v", *v))
+	}
 	builder.WriteByte(')')
 	return builder.String()
+}
+
+// UnmarshalJSON decodes a Post, accepting each snowflake id as a JSON
+// string (the way it marshals them, for JavaScript's sake) or as a number:
+// reply_to_id.
+func (_m *Post) UnmarshalJSON(data []byte) error {
+	type entflakeFields Post // without this method
+	return entflakeUnmarshalJSON(data, &struct {
+		ReplyToID entflakeJSONIDPtr `json:"reply_to_id"`
+		*entflakeFields
+	}{
+		entflakeJSONIDPtr{&_m.ReplyToID, "Post.reply_to_id"},
+		(*entflakeFields)(_m),
+	})
 }
 
 // NamedTags returns the Tags named value or an error if the edge was not

@@ -33,6 +33,20 @@ func (_c *PostCreate) SetAuthorID(v int64) *PostCreate {
 	return _c
 }
 
+// SetReplyToID sets the "reply_to_id" field.
+func (_c *PostCreate) SetReplyToID(v int64) *PostCreate {
+	_c.mutation.SetReplyToID(v)
+	return _c
+}
+
+// SetNillableReplyToID sets the "reply_to_id" field if the given value is not nil.
+func (_c *PostCreate) SetNillableReplyToID(v *int64) *PostCreate {
+	if v != nil {
+		_c.SetReplyToID(*v)
+	}
+	return _c
+}
+
 // SetID sets the "id" field.
 func (_c *PostCreate) SetID(v int64) *PostCreate {
 	_c.mutation.SetID(v)
@@ -137,6 +151,10 @@ func (_c *PostCreate) createSpec() (*Post, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.Title(); ok {
 		_spec.SetField(post.FieldTitle, field.TypeString, value)
 		_node.Title = value
+	}
+	if value, ok := _c.mutation.ReplyToID(); ok {
+		_spec.SetField(post.FieldReplyToID, field.TypeInt64, value)
+		_node.ReplyToID = &value
 	}
 	if nodes := _c.mutation.AuthorIDs(); len(nodes) > 0 {
 		edge := &sqlgraph.EdgeSpec{

@@ -42,6 +42,33 @@ func (_u *PostUpdate) SetNillableTitle(v *string) *PostUpdate {
 	return _u
 }
 
+// SetReplyToID sets the "reply_to_id" field.
+func (_u *PostUpdate) SetReplyToID(v int64) *PostUpdate {
+	_u.mutation.ResetReplyToID()
+	_u.mutation.SetReplyToID(v)
+	return _u
+}
+
+// SetNillableReplyToID sets the "reply_to_id" field if the given value is not nil.
+func (_u *PostUpdate) SetNillableReplyToID(v *int64) *PostUpdate {
+	if v != nil {
+		_u.SetReplyToID(*v)
+	}
+	return _u
+}
+
+// AddReplyToID adds value to the "reply_to_id" field.
+func (_u *PostUpdate) AddReplyToID(v int64) *PostUpdate {
+	_u.mutation.AddReplyToID(v)
+	return _u
+}
+
+// ClearReplyToID clears the value of the "reply_to_id" field.
+func (_u *PostUpdate) ClearReplyToID() *PostUpdate {
+	_u.mutation.ClearReplyToID()
+	return _u
+}
+
 // AddTagIDs adds the "tags" edge to the Tag entity by IDs.
 func (_u *PostUpdate) AddTagIDs(ids ...int64) *PostUpdate {
 	_u.mutation.AddTagIDs(ids...)
@@ -133,6 +160,15 @@ func (_u *PostUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	if value, ok := _u.mutation.Title(); ok {
 		_spec.SetField(post.FieldTitle, field.TypeString, value)
 	}
+	if value, ok := _u.mutation.ReplyToID(); ok {
+		_spec.SetField(post.FieldReplyToID, field.TypeInt64, value)
+	}
+	if value, ok := _u.mutation.AddedReplyToID(); ok {
+		_spec.AddField(post.FieldReplyToID, field.TypeInt64, value)
+	}
+	if _u.mutation.ReplyToIDCleared() {
+		_spec.ClearField(post.FieldReplyToID, field.TypeInt64)
+	}
 	if _u.mutation.TagsCleared() {
 		edge := &sqlgraph.EdgeSpec{
 			Rel:     sqlgraph.M2M,
@@ -209,6 +245,33 @@ func (_u *PostUpdateOne) SetNillableTitle(v *string) *PostUpdateOne {
 	if v != nil {
 		_u.SetTitle(*v)
 	}
+	return _u
+}
+
+// SetReplyToID sets the "reply_to_id" field.
+func (_u *PostUpdateOne) SetReplyToID(v int64) *PostUpdateOne {
+	_u.mutation.ResetReplyToID()
+	_u.mutation.SetReplyToID(v)
+	return _u
+}
+
+// SetNillableReplyToID sets the "reply_to_id" field if the given value is not nil.
+func (_u *PostUpdateOne) SetNillableReplyToID(v *int64) *PostUpdateOne {
+	if v != nil {
+		_u.SetReplyToID(*v)
+	}
+	return _u
+}
+
+// AddReplyToID adds value to the "reply_to_id" field.
+func (_u *PostUpdateOne) AddReplyToID(v int64) *PostUpdateOne {
+	_u.mutation.AddReplyToID(v)
+	return _u
+}
+
+// ClearReplyToID clears the value of the "reply_to_id" field.
+func (_u *PostUpdateOne) ClearReplyToID() *PostUpdateOne {
+	_u.mutation.ClearReplyToID()
 	return _u
 }
 
@@ -332,6 +395,15 @@ func (_u *PostUpdateOne) sqlSave(ctx context.Context) (_node *Post, err error) {
 	}
 	if value, ok := _u.mutation.Title(); ok {
 		_spec.SetField(post.FieldTitle, field.TypeString, value)
+	}
+	if value, ok := _u.mutation.ReplyToID(); ok {
+		_spec.SetField(post.FieldReplyToID, field.TypeInt64, value)
+	}
+	if value, ok := _u.mutation.AddedReplyToID(); ok {
+		_spec.AddField(post.FieldReplyToID, field.TypeInt64, value)
+	}
+	if _u.mutation.ReplyToIDCleared() {
+		_spec.ClearField(post.FieldReplyToID, field.TypeInt64)
 	}
 	if _u.mutation.TagsCleared() {
 		edge := &sqlgraph.EdgeSpec{

@@ -58,11 +58,12 @@ type ComplexityRoot struct {
 	}
 
 	Post struct {
-		Author   func(childComplexity int) int
-		AuthorID func(childComplexity int) int
-		ID       func(childComplexity int) int
-		Tags     func(childComplexity int) int
-		Title    func(childComplexity int) int
+		Author    func(childComplexity int) int
+		AuthorID  func(childComplexity int) int
+		ID        func(childComplexity int) int
+		ReplyToID func(childComplexity int) int
+		Tags      func(childComplexity int) int
+		Title     func(childComplexity int) int
 	}
 
 	PostConnection struct {
@@ -246,6 +247,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Post.ID(childComplexity), true
+	case "Post.replyToID":
+		if e.ComplexityRoot.Post.ReplyToID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Post.ReplyToID(childComplexity), true
 	case "Post.tags":
 		if e.ComplexityRoot.Post.Tags == nil {
 			break
@@ -595,6 +602,8 @@ func (ec *executionContext) childFields_Post(ctx context.Context, field graphql.
 		return ec.fieldContext_Post_title(ctx, field)
 	case "authorID":
 		return ec.fieldContext_Post_authorID(ctx, field)
+	case "replyToID":
+		return ec.fieldContext_Post_replyToID(ctx, field)
 	case "author":
 		return ec.fieldContext_Post_author(ctx, field)
 	case "tags":
@@ -1417,6 +1426,29 @@ func (ec *executionContext) _Post_authorID(ctx context.Context, field graphql.Co
 	)
 }
 func (ec *executionContext) fieldContext_Post_authorID(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Post", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Post_replyToID(ctx context.Context, field graphql.CollectedField, obj *ent.Post) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Post_replyToID(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ReplyToID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int64) graphql.Marshaler {
+			return ec.marshalOID2ᚖint64(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Post_replyToID(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Post", field, false, false, "ID")
 }
 
@@ -3478,7 +3510,7 @@ func (ec *executionContext) unmarshalInputCreatePostInput(ctx context.Context, o
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"title", "authorID", "tagIDs"}
+	fieldsInOrder := [...]string{"title", "replyToID", "authorID", "tagIDs"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -3492,6 +3524,13 @@ func (ec *executionContext) unmarshalInputCreatePostInput(ctx context.Context, o
 				return it, err
 			}
 			it.Title = data
+		case "replyToID":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("replyToID"))
+			data, err := ec.unmarshalOID2ᚖint64(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ReplyToID = data
 		case "authorID":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("authorID"))
 			data, err := ec.unmarshalNID2int64(ctx, v)
@@ -3829,6 +3868,11 @@ func (ec *executionContext) _Post(ctx context.Context, sel ast.SelectionSet, obj
 		case "authorID":
 			out.Values[i] = ec._Post_authorID(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "replyToID":
+			out.Values[i] = ec._Post_replyToID(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "author":
@@ -5056,6 +5100,24 @@ func (ec *executionContext) marshalOID2ᚕint64ᚄ(ctx context.Context, sel ast.
 	}
 
 	return ret
+}
+
+func (ec *executionContext) unmarshalOID2ᚖint64(ctx context.Context, v any) (*int64, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := entflakegql.UnmarshalID(v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOID2ᚖint64(ctx context.Context, sel ast.SelectionSet, v *int64) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	_ = sel
+	_ = ctx
+	res := entflakegql.MarshalID(*v)
+	return res
 }
 
 func (ec *executionContext) unmarshalOInt2ᚖint(ctx context.Context, v any) (*int, error) {

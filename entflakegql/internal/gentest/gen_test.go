@@ -14,6 +14,8 @@ import (
 	"entgo.io/ent/entc/gen"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/vektah/gqlparser/v2"
+	"github.com/vektah/gqlparser/v2/ast"
 
 	"github.com/entflake/entflake/entext"
 )
@@ -134,4 +136,94 @@ func TestSchemaConfigProbe(t *testing.T) {
 	code := read(t, dir, "entflake.go")
 	assert.Contains(t, code, `{Name: "User", Table: "users", Schema: c.schemaConfig.User, Column: "id", Snowflake: true}`)
 	assert.Contains(t, code, `{Name: "Legacy", Table: "legacies", Schema: c.schemaConfig.Legacy, Column: "id"}`)
+}
+
+// gqlSchema generates the schema package refs with entgql's schema
+// generator (where inputs included) and the extensions after it (exts),
+// and returns the GraphQL schema entgql wrote, loaded, and the directory.
+func gqlSchema(t *testing.T, exts ...entc.Extension) (*ast.Schema, string) {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "ent.graphql")
+	gql, err := entgql.NewExtension(entgql.WithSchemaGenerator(), entgql.WithWhereInputs(true), entgql.WithSchemaPath(out))
+	require.NoError(t, err)
+	dir, err := generate(t, "refs", append([]entc.Extension{gql}, exts...)...)
+	require.NoError(t, err)
+	src, err := os.ReadFile(out)
+	require.NoError(t, err)
+	s, err := gqlparser.LoadSchema(&ast.Source{Name: "ent.graphql", Input: string(src)})
+	require.NoError(t, err)
+	return s, dir
+}
+
+// fieldType returns the GraphQL type of a field of a type or input of s.
+func fieldType(t *testing.T, s *ast.Schema, typ, name string) string {
+	t.Helper()
+	d := s.Types[typ]
+	require.NotNil(t, d, "type %s", typ)
+	f := d.Fields.ForName(name)
+	require.NotNil(t, f, "%s.%s", typ, name)
+	return f.Type.String()
+}
+
+// TestReferenceFieldsAreIDs: a field marked entflakemixin.JSONString() (the
+// snowflake id of another row) is an ID in the GraphQL schema, in the type,
+// its filters and its create input, where entgql makes an int64 an Int,
+// which gqlgen writes as a JSON number that JavaScript rounds above 2^53.
+// A type the user set (entgql.Type) stays; an unmarked int64 stays Int; an
+// entgql annotation of the field's own keeps what it says (its order
+// field).
+func TestReferenceFieldsAreIDs(t *testing.T) {
+	s, _ := gqlSchema(t, entext.New())
+	for _, c := range []struct{ typ, field, want string }{
+		{"Event", "aggregateID", "ID!"},
+		{"Event", "causeID", "ID"},
+		{"Event", "legacyID", "Int!"},
+		{"Event", "amount", "Int!"},
+		{"Event", "userID", "ID!"},
+		{"EventWhereInput", "aggregateID", "ID"},
+		{"EventWhereInput", "aggregateIDGT", "ID"},
+		{"EventWhereInput", "aggregateIDIn", "[ID!]"},
+		{"EventWhereInput", "causeIDIsNil", "Boolean"},
+		{"EventWhereInput", "causeIDNEQ", "ID"},
+		{"EventWhereInput", "amountGT", "Int"},
+		{"CreateEventInput", "aggregateID", "ID!"},
+		{"CreateEventInput", "causeID", "ID"},
+		{"CreateEventInput", "legacyID", "Int!"},
+	} {
+		assert.Equal(t, c.want, fieldType(t, s, c.typ, c.field), "%s.%s", c.typ, c.field)
+	}
+	order := s.Types["EventOrderField"]
+	require.NotNil(t, order, "the order field of cause_id's own entgql annotation")
+	assert.NotNil(t, order.EnumValues.ForName("CAUSE"))
+}
+
+// TestEmbeddedTablesSkipped: entflake's own tables, embedded in the schema
+// package for Atlas (docs/ent.md), are no GraphQL types: the extension
+// gives them entgql.Skip(entgql.SkipAll), so the generation does not fail
+// on their string and int32 ids, and neither the schema nor the node probe
+// has them.
+func TestEmbeddedTablesSkipped(t *testing.T) {
+	assert.EqualValues(t, 1<<6-1, entgql.SkipAll, "entext/gql.go's gqlSkipAll is entgql.SkipAll of v0.7.0")
+	s, dir := gqlSchema(t, entext.New())
+	for name := range s.Types {
+		assert.False(t, strings.HasPrefix(name, "SysSequence"), "GraphQL type %s", name)
+	}
+	require.NotNil(t, s.Types["Event"])
+	code := read(t, dir, "entflake.go")
+	assert.Contains(t, code, `{Name: "Event", Table: "events", Column: "id", Snowflake: true}`)
+	assert.NotContains(t, code, `Name: "SysSequence`)
+}
+
+// TestEdgeSchemaNode: an edge schema (Through) that is a GraphQL node
+// cannot have the mixin, and with ent's default int id fails the
+// generation, naming it: entgql gives every node one Go id type, int64
+// with snowflake ids. field.Int64("id") (auto-increment) is the way out,
+// as docs/graphql.md says for entgql's todo example.
+func TestEdgeSchemaNode(t *testing.T) {
+	_, err := generate(t, "throughint", entgqlExt(t), entext.New())
+	require.Error(t, err)
+	assert.ErrorContains(t, err, "Friendship (int)")
+	dir, err := generate(t, "through", entgqlExt(t), entext.New())
+	require.NoError(t, err)
+	assert.Contains(t, read(t, dir, "entflake.go"), `{Name: "Friendship", Table: "friendships", Column: "id"}`)
 }

@@ -23,6 +23,7 @@ var (
 	PostsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt64, SchemaType: map[string]string{"sqlite3": "bigint"}},
 		{Name: "title", Type: field.TypeString},
+		{Name: "reply_to_id", Type: field.TypeInt64, Nullable: true},
 		{Name: "author_id", Type: field.TypeInt64, SchemaType: map[string]string{"sqlite3": "bigint"}},
 	}
 	// PostsTable holds the schema information for the "posts" table.
@@ -33,7 +34,7 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "posts_users_posts",
-				Columns:    []*schema.Column{PostsColumns[2]},
+				Columns:    []*schema.Column{PostsColumns[3]},
 				RefColumns: []*schema.Column{UsersColumns[0]},
 				OnDelete:   schema.NoAction,
 			},

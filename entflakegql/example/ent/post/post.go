@@ -16,6 +16,8 @@ const (
 	FieldTitle = "title"
 	// FieldAuthorID holds the string denoting the author_id field in the database.
 	FieldAuthorID = "author_id"
+	// FieldReplyToID holds the string denoting the reply_to_id field in the database.
+	FieldReplyToID = "reply_to_id"
 	// EdgeAuthor holds the string denoting the author edge name in mutations.
 	EdgeAuthor = "author"
 	// EdgeTags holds the string denoting the tags edge name in mutations.
@@ -41,6 +43,7 @@ var Columns = []string{
 	FieldID,
 	FieldTitle,
 	FieldAuthorID,
+	FieldReplyToID,
 }
 
 var (
@@ -75,6 +78,11 @@ func ByTitle(opts ...sql.OrderTermOption) OrderOption {
 // ByAuthorID orders the results by the author_id field.
 func ByAuthorID(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldAuthorID, opts...).ToFunc()
+}
+
+// ByReplyToID orders the results by the reply_to_id field.
+func ByReplyToID(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldReplyToID, opts...).ToFunc()
 }
 
 // ByAuthorField orders the results by author field.

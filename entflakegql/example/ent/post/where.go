@@ -63,6 +63,11 @@ func AuthorID(v int64) predicate.Post {
 	return predicate.Post(sql.FieldEQ(FieldAuthorID, v))
 }
 
+// ReplyToID applies equality check predicate on the "reply_to_id" field. It's identical to ReplyToIDEQ.
+func ReplyToID(v int64) predicate.Post {
+	return predicate.Post(sql.FieldEQ(FieldReplyToID, v))
+}
+
 // TitleEQ applies the EQ predicate on the "title" field.
 func TitleEQ(v string) predicate.Post {
 	return predicate.Post(sql.FieldEQ(FieldTitle, v))
@@ -146,6 +151,56 @@ func AuthorIDIn(vs ...int64) predicate.Post {
 // AuthorIDNotIn applies the NotIn predicate on the "author_id" field.
 func AuthorIDNotIn(vs ...int64) predicate.Post {
 	return predicate.Post(sql.FieldNotIn(FieldAuthorID, vs...))
+}
+
+// ReplyToIDEQ applies the EQ predicate on the "reply_to_id" field.
+func ReplyToIDEQ(v int64) predicate.Post {
+	return predicate.Post(sql.FieldEQ(FieldReplyToID, v))
+}
+
+// ReplyToIDNEQ applies the NEQ predicate on the "reply_to_id" field.
+func ReplyToIDNEQ(v int64) predicate.Post {
+	return predicate.Post(sql.FieldNEQ(FieldReplyToID, v))
+}
+
+// ReplyToIDIn applies the In predicate on the "reply_to_id" field.
+func ReplyToIDIn(vs ...int64) predicate.Post {
+	return predicate.Post(sql.FieldIn(FieldReplyToID, vs...))
+}
+
+// ReplyToIDNotIn applies the NotIn predicate on the "reply_to_id" field.
+func ReplyToIDNotIn(vs ...int64) predicate.Post {
+	return predicate.Post(sql.FieldNotIn(FieldReplyToID, vs...))
+}
+
+// ReplyToIDGT applies the GT predicate on the "reply_to_id" field.
+func ReplyToIDGT(v int64) predicate.Post {
+	return predicate.Post(sql.FieldGT(FieldReplyToID, v))
+}
+
+// ReplyToIDGTE applies the GTE predicate on the "reply_to_id" field.
+func ReplyToIDGTE(v int64) predicate.Post {
+	return predicate.Post(sql.FieldGTE(FieldReplyToID, v))
+}
+
+// ReplyToIDLT applies the LT predicate on the "reply_to_id" field.
+func ReplyToIDLT(v int64) predicate.Post {
+	return predicate.Post(sql.FieldLT(FieldReplyToID, v))
+}
+
+// ReplyToIDLTE applies the LTE predicate on the "reply_to_id" field.
+func ReplyToIDLTE(v int64) predicate.Post {
+	return predicate.Post(sql.FieldLTE(FieldReplyToID, v))
+}
+
+// ReplyToIDIsNil applies the IsNil predicate on the "reply_to_id" field.
+func ReplyToIDIsNil() predicate.Post {
+	return predicate.Post(sql.FieldIsNull(FieldReplyToID))
+}
+
+// ReplyToIDNotNil applies the NotNil predicate on the "reply_to_id" field.
+func ReplyToIDNotNil() predicate.Post {
+	return predicate.Post(sql.FieldNotNull(FieldReplyToID))
 }
 
 // HasAuthor applies the HasEdge predicate on the "author" edge.

@@ -21,10 +21,15 @@ func (Post) Mixin() []ent.Mixin {
 // Fields of Post. author_id is the author edge's field, so that the
 // author's snowflake id is a column of posts and a field of the GraphQL
 // type (authorID, an ID like the others) besides the author edge.
+// reply_to_id is the id of the post this one answers: a plain reference,
+// with no edge. entgql would make it an Int, a JSON number on the wire; its
+// mark (entflakemixin.JSONString()) makes entext give it the GraphQL type
+// ID, a JSON string like the other ids (and a string in encoding/json).
 func (Post) Fields() []ent.Field {
 	return []ent.Field{
 		field.String("title"),
 		field.Int64("author_id").Immutable(),
+		field.Int64("reply_to_id").Optional().Nillable().Annotations(entflakemixin.JSONString()),
 	}
 }
 
