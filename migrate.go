@@ -15,8 +15,10 @@ import (
 // every other Migrate on the same database waits, so that several copies of
 // an application that start at once on a fresh database take turns: ent's
 // migration takes no lock, and on MySQL (its DDL is not transactional) and
-// PostgreSQL two copies that create the same table at once fail ("Table
-// already exists", 1050; 42P07). drv is the driver Open takes (an
+// PostgreSQL two copies that create the same table at once fail (MySQL's
+// 1050 "Table ... already exists"; on PostgreSQL most often 23505, a
+// duplicate key in the catalog's "pg_type_typname_nsp_index", else 42P07
+// "relation ... already exists"). drv is the driver Open takes (an
 // *entsql.Driver, or one that dialect.Debug wraps).
 //
 // The lock is the database's: GET_LOCK on MySQL, MariaDB and TiDB (named
