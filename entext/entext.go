@@ -65,8 +65,9 @@
 //
 // Generation fails with a message naming the schema when the mixin meets
 // an id it cannot fill (not int64, a custom Go type, a default, an
-// AUTO_INCREMENT annotation, an edge schema, whose rows ent inserts without
-// hooks), when ent's global unique ID feature is on
+// AUTO_INCREMENT annotation, an id field the schema declares itself, which
+// replaces the mixin's (SnowflakeID.IDAnnotations annotates the mixin's),
+// an edge schema, whose rows ent inserts without hooks), when ent's global unique ID feature is on
 // (it gives each type an id range, which pre-assigned ids ignore), or for
 // the few names that would clash with what it generates: a type named
 // IDGenerator, NextID or Entflake (whose model file would be entflake.go),
@@ -279,7 +280,7 @@ func Check(g *gen.Graph) error {
 			fail("schema %s uses mixin.SnowflakeID but has no single id field", n.Name)
 			continue
 		}
-		id := n.ID
+		id, before := n.ID, len(errs)
 		switch {
 		case id.Type == nil || id.Type.Type != field.TypeInt64:
 			fail("schema %s uses mixin.SnowflakeID, but its id field is %s, not int64; remove the schema's own id field", n.Name, id.Type)
@@ -299,6 +300,16 @@ func Check(g *gen.Graph) error {
 				fail("schema %s uses mixin.SnowflakeID, but its %s has entsql.Annotation{Incremental: true}; "+
 					"a snowflake id must not be AUTO_INCREMENT/IDENTITY", n.Name, a.where)
 			}
+		}
+		if _, own := id.Annotations[mixin.IDFieldAnnotationName]; !own && len(errs) == before {
+			// The schema's own id field replaced the mixin's, and with it the
+			// annotations that keep the column a plain BIGINT: ent would make
+			// it AUTO_INCREMENT (an INTEGER PRIMARY KEY rowid on SQLite)
+			// behind ids the hook assigns. The reasons above say more, when
+			// they apply, and suffice.
+			fail("schema %s uses mixin.SnowflakeID and declares an id field of its own, which replaces the mixin's "+
+				"(ent would make it AUTO_INCREMENT): remove field.Int64(\"id\") from its Fields; to annotate the id, "+
+				"give the annotations to the mixin: entflakemixin.SnowflakeID{IDAnnotations: []schema.Annotation{...}}", n.Name)
 		}
 	}
 	if deps, ok := g.Annotations[gen.Dependencies{}.Name()].(gen.Dependencies); ok {
