@@ -27,7 +27,10 @@
 //     PostgreSQL and SQLite) runs as one upsert per row in a transaction;
 //   - the refusal of ids that no generator issues (0 and negative), set on
 //     a create (SetID), in a field marked with mixin.JSONString() on a
-//     create or an update, or decoded from JSON;
+//     create, an update or an upsert's update (the Set of its Upsert type,
+//     which its setters call), or decoded from JSON; and of an Add to such a
+//     field, on an update or an upsert's update, whose result only the
+//     database knows;
 //   - for SnowflakeID{JSONString: true} and for the int64 fields marked with
 //     mixin.JSONString() (of any type), the option ",string" in their json
 //     struct tags, and one UnmarshalJSON per type that accepts each of them
@@ -72,7 +75,8 @@
 // the few names that would clash with what it generates: a type named
 // IDGenerator, NextID or Entflake (whose model file would be entflake.go),
 // a field whose mutation field would be entflakeBatch or entflakeState (the extension's own,
-// on a type with the mixin), a field that would be the struct field
+// on a type with the mixin) or entflakeRefused (on a type with a field marked
+// mixin.JSONString()), a field that would be the struct field
 // UnmarshalJSON of a type that gets one, and a dependency (entc.Dependency) whose field is entflake or whose
 // option is IDGenerator. It fails too, naming the field, for
 // mixin.JSONString() on a field that is not a plain int64 or that is kept
@@ -261,6 +265,14 @@ func Check(g *gen.Graph) error {
 			fail("schema %s: its generated file %s.go would overwrite entflake's; rename the type", n.Name, n.PackageDir())
 		}
 		checkJSON(n, fail)
+		if len(refFields(n)) > 0 {
+			for _, f := range n.Fields {
+				if f.BuilderField() == "entflakeRefused" {
+					fail("schema %s: field %s would clash with the entflakeRefused field entflake adds to the mutation "+
+						"of a type with fields marked entflakemixin.JSONString(); rename the field", n.Name, f.Name)
+				}
+			}
+		}
 		if !uses(n) {
 			continue
 		}

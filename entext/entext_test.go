@@ -168,6 +168,17 @@ func (GeneratedClash) Mixin() []ent.Mixin { return []ent.Mixin{entflakemixin.Sno
 
 func (GeneratedClash) Fields() []ent.Field { return []ent.Field{field.String("entflakeState")} }
 
+// RefusedClash has a marked field, and a field whose mutation field is the
+// extension's entflakeRefused.
+type RefusedClash struct{ ent.Schema }
+
+func (RefusedClash) Fields() []ent.Field {
+	return []ent.Field{
+		field.Int64("owner_id").Annotations(entflakemixin.JSONString()),
+		field.String("entflakeRefused"),
+	}
+}
+
 // composed gives SnowflakeID's id field by composing its fields, with and
 // without the JSON string id.
 type composed struct {
@@ -310,6 +321,7 @@ func TestCheck(t *testing.T) {
 		"file clash":      {[]ent.Interface{Entflake{}}, nil, []string{"schema Entflake", "entflake.go"}},
 		"method clash":    {[]ent.Interface{JSONClash{}}, nil, []string{"schema JSONClash", "field unmarshal_json", "UnmarshalJSON"}},
 		"batch clash":     {[]ent.Interface{BatchClash{}}, nil, []string{"schema BatchClash", "field entflakeBatch", "rename the field"}},
+		"refused clash":   {[]ent.Interface{RefusedClash{}}, nil, []string{"schema RefusedClash", "field entflakeRefused", "rename the field"}},
 		"generated clash": {[]ent.Interface{GeneratedClash{}}, nil, []string{"schema GeneratedClash", "field entflakeState", "rename the field"}},
 		"edge schema":     {[]ent.Interface{User{}, Group{}, Membership{}}, nil, []string{"schema Membership", "edge schema"}},
 		"several at once": {[]ent.Interface{StringID{}, DefaultID{}}, nil, []string{"schema StringID", "schema DefaultID"}},
