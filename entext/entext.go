@@ -46,7 +46,10 @@
 //     extension, the type resolution of its Client.Noder and Client.Noders:
 //     entflake.FindNodes asks the tables of the GraphQL node types for the
 //     id in one statement (Noders: one for all its ids), where entgql would
-//     read the ent_types table of ent's sql/globalid feature (see gql.go).
+//     read the ent_types table of ent's sql/globalid feature (see gql.go);
+//     with a generator made entflake.WithNodeTypeCache, the hook remembers
+//     the type of each node it creates with an id the generator issued,
+//     once the create is committed (entflake.Generator.RememberNode).
 //     The extension after entgql, and one Go type (int64) for the ids of
 //     every GraphQL node, are required; generation fails otherwise, saying
 //     why.
@@ -137,6 +140,15 @@ var funcs = template.FuncMap{
 	"entflakeTables":     unmapped,
 	"entflakeGQL":        usesGQL,
 	"entflakeGQLNodes":   gqlNodes,
+	"entflakeGQLSnowflakes": func(g *gen.Graph) string {
+		var q []string
+		for _, n := range gqlNodes(g) {
+			if uses(n) {
+				q = append(q, strconv.Quote(n.Name))
+			}
+		}
+		return strings.Join(q, ", ")
+	},
 	"entflakeQuoted": func(g *gen.Graph) string {
 		var q []string
 		for _, name := range marked(g) {
