@@ -694,8 +694,10 @@ func entflakeParseJSONID(data []byte, name string) (int64, error) {
 // (entflakeParseJSONID). A reference that names no row is unset, or nil on
 // a Nillable field. It refuses an Add to such a field too (entflakeAddError):
 // the sum is known only to the database.
-// An upsert's update is refused by its Set and Add (entflakeRefused); this
-// hook returns their error whole.
+//
+// The Set and Add of an upsert's update refuse the same (entflakeRefused),
+// while ent builds the statement; this hook returns their error whole,
+// which ent's SQL builder keeps only as text (entflakeRefusals).
 func entflakeRefs(next ent.Mutator) ent.Mutator {
 	return ent.MutateFunc(func(ctx context.Context, m ent.Mutation) (ent.Value, error) {
 		var (
