@@ -94,9 +94,12 @@ var (
 	// ErrInvalidID: an id that no generator issues. Decode refuses 0 and
 	// negative ids (a generator could issue 0 only in the first millisecond
 	// of its epoch, on worker id 0); the code entext generates refuses them
-	// set on a create (SetID) or decoded from JSON (a JSON-string id or
-	// reference field), naming the type and field. A reference that names
-	// no row is null, on a Nillable field.
+	// set on a create (SetID), set in a reference field (marked
+	// entflakemixin.JSONString()) by a create, an update or an upsert, or
+	// decoded from JSON (a JSON-string id or reference field), naming the
+	// type and field, and refuses with it an Add to a reference field, whose
+	// sum could be one. A reference that names no row is null, on a
+	// Nillable field.
 	ErrInvalidID = errors.New("invalid ID")
 	// ErrSkippedEdges: a bulk upsert on PostgreSQL or SQLite whose conflict
 	// clause skips rows (DoNothing, or an update with a WHERE) skipped a row

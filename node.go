@@ -153,6 +153,26 @@ func FindNodes(ctx context.Context, drv dialect.Driver, g *Generator, types []No
 	return n, nil
 }
 
+// RemembersNodeTypes reports whether the generator was made with a node
+// type cache (WithNodeTypeCache), which RememberNode fills.
+func (g *Generator) RemembersNodeTypes() bool { return g != nil && g.nodes != nil }
+
+// RememberNode records in the node type cache (WithNodeTypeCache; without
+// one it does nothing) that id is the id of a row of the node type named
+// name (NodeType.Name), so that FindNodes answers it without asking the
+// database. The code entext generates calls it when a create of a GraphQL
+// node type with the mixin has written the id the generator issued for it,
+// once the create is committed: a Relay client's mutation, then its
+// node(id:) of the result, then costs one statement. The caller vouches
+// for the row: FindNodes takes the type of a remembered id as it is (see
+// WithNodeTypeCache). 0, negative ids and an empty name are not remembered.
+func (g *Generator) RememberNode(id int64, name string) {
+	if g == nil || id <= 0 || name == "" {
+		return
+	}
+	g.nodes.put(id, name)
+}
+
 // ask runs the probe of ids on drv and records which types hold each.
 func (n Nodes) ask(ctx context.Context, drv dialect.Driver, ids []int64) error {
 	query, args := probe(drv.Dialect(), n.types, ids)

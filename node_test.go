@@ -255,6 +255,45 @@ func TestFindNodesCache(t *testing.T) {
 	assert.ErrorContains(t, err, "WithNodeTypeCache(-1)")
 }
 
+// TestRememberNode: an id remembered with RememberNode is answered by
+// FindNodes without a statement, with the type remembered; 0, negative ids
+// and an empty name are not remembered; without a cache, and on a nil
+// generator, it does nothing.
+func TestRememberNode(t *testing.T) {
+	db := dbtest.SQLite(t)
+	types := nodeTables(t, db, dialect.SQLite, "", 2)
+	types[0].Snowflake, types[1].Snowflake = true, true
+	insertIDs(t, db, dialect.SQLite, types[1], 7)
+	g, err := New(1, WithNodeTypeCache(16))
+	require.NoError(t, err)
+	require.True(t, g.RemembersNodeTypes())
+	drv := &countingDriver{Driver: entsql.OpenDB(dialect.SQLite, db.DB)}
+	ctx := context.Background()
+
+	g.RememberNode(7, types[1].Name)
+	g.RememberNode(0, types[0].Name)
+	g.RememberNode(-7, types[0].Name)
+	g.RememberNode(8, "")
+	assert.Equal(t, 1, g.nodes.len(), "only the id of a row")
+	found, err := FindNodes(ctx, drv, g, types, []int64{7})
+	require.NoError(t, err)
+	assert.Zero(t, drv.queries.Load(), "remembered: no probe")
+	table, err := found.Table(7)
+	require.NoError(t, err)
+	assert.Equal(t, "t1", table)
+
+	off, err := New(1)
+	require.NoError(t, err)
+	assert.False(t, off.RemembersNodeTypes())
+	off.RememberNode(7, types[1].Name)
+	var none *Generator
+	assert.False(t, none.RemembersNodeTypes())
+	none.RememberNode(7, types[1].Name)
+	_, err = FindNodes(ctx, drv, off, types, []int64{7})
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), drv.queries.Load(), "no cache: probed")
+}
+
 // TestNodeCacheBound: however many ids pass, the cache holds at most its
 // size, and keeps the ids asked again.
 func TestNodeCacheBound(t *testing.T) {

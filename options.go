@@ -112,7 +112,8 @@ func WithLeaseTimeout(d time.Duration) Option {
 // WithNodeTypeCache makes the generator remember the node type of up to
 // ids ids, for the Noder and Noders that entext generates for entgql (see
 // FindNodes): a remembered id costs no probe statement. Only snowflake ids
-// (of the types with the mixin) are remembered. The memory is bounded by
+// (of the types with the mixin) are remembered: those FindNodes found, and
+// those the generated hook created, once committed (RememberNode). The memory is bounded by
 // the count, at about 50 bytes an id (200 KiB for 4096). It is off unless
 // given (0: off), because it trades one check: an id found in one table is
 // not asked again, so a row with the same id written into a second table

@@ -27,8 +27,10 @@
 //     PostgreSQL and SQLite) runs as one upsert per row in a transaction;
 //   - the refusal of ids that no generator issues (0 and negative), set on
 //     a create (SetID), in a field marked with mixin.JSONString() on a
-//     create or an update (of a type: a view has no mutations, and gets
-//     no hook), or decoded from JSON;
+//     create, an update or an upsert's update (the Set of its Upsert type,
+//     which its setters call) of a type (a view has no mutations, and gets
+//     no hook), or decoded from JSON; and of an Add to such a field, on an
+//     update or an upsert's update, whose result only the database knows;
 //   - for SnowflakeID{JSONString: true} and for the int64 fields marked with
 //     mixin.JSONString() (of any type), the option ",string" in their json
 //     struct tags, and one UnmarshalJSON per type that accepts each of them
@@ -44,7 +46,10 @@
 //     extension, the type resolution of its Client.Noder and Client.Noders:
 //     entflake.FindNodes asks the tables of the GraphQL node types for the
 //     id in one statement (Noders: one for all its ids), where entgql would
-//     read the ent_types table of ent's sql/globalid feature (see gql.go).
+//     read the ent_types table of ent's sql/globalid feature (see gql.go);
+//     with a generator made entflake.WithNodeTypeCache, the hook remembers
+//     the type of each node it creates with an id the generator issued,
+//     once the create is committed (entflake.Generator.RememberNode).
 //     The extension after entgql, and one Go type (int64) for the ids of
 //     every GraphQL node, are required; generation fails otherwise, saying
 //     why;
@@ -73,13 +78,15 @@
 //
 // Generation fails with a message naming the schema when the mixin meets
 // an id it cannot fill (not int64, a custom Go type, a default, an
-// AUTO_INCREMENT annotation, an edge schema, whose rows ent inserts without
-// hooks), when ent's global unique ID feature is on
+// AUTO_INCREMENT annotation, an id field the schema declares itself, which
+// replaces the mixin's (SnowflakeID.IDAnnotations annotates the mixin's),
+// an edge schema, whose rows ent inserts without hooks), when ent's global unique ID feature is on
 // (it gives each type an id range, which pre-assigned ids ignore), or for
 // the few names that would clash with what it generates: a type named
 // IDGenerator, NextID or Entflake (whose model file would be entflake.go),
 // a field whose mutation field would be entflakeBatch or entflakeState (the extension's own,
-// on a type with the mixin), a field that would be the struct field
+// on a type with the mixin) or entflakeRefused (on a type with a field marked
+// mixin.JSONString()), a field that would be the struct field
 // UnmarshalJSON of a type that gets one, and a dependency (entc.Dependency) whose field is entflake or whose
 // option is IDGenerator. It fails too, naming the field, for
 // mixin.JSONString() on a field that is not a plain int64 or that is kept
@@ -140,6 +147,15 @@ var funcs = template.FuncMap{
 	"entflakeTables":     unmapped,
 	"entflakeGQL":        usesGQL,
 	"entflakeGQLNodes":   gqlNodes,
+	"entflakeGQLSnowflakes": func(g *gen.Graph) string {
+		var q []string
+		for _, n := range gqlNodes(g) {
+			if uses(n) {
+				q = append(q, strconv.Quote(n.Name))
+			}
+		}
+		return strings.Join(q, ", ")
+	},
 	"entflakeQuoted": func(g *gen.Graph) string {
 		var q []string
 		for _, name := range marked(g) {
@@ -271,6 +287,14 @@ func Check(g *gen.Graph) error {
 			fail("schema %s: its generated file %s.go would overwrite entflake's; rename the type", n.Name, n.PackageDir())
 		}
 		checkJSON(n, fail)
+		if len(refFields(n)) > 0 {
+			for _, f := range n.Fields {
+				if f.BuilderField() == "entflakeRefused" {
+					fail("schema %s: field %s would clash with the entflakeRefused field entflake adds to the mutation "+
+						"of a type with fields marked entflakemixin.JSONString(); rename the field", n.Name, f.Name)
+				}
+			}
+		}
 		if !uses(n) {
 			continue
 		}
@@ -290,7 +314,7 @@ func Check(g *gen.Graph) error {
 			fail("schema %s uses mixin.SnowflakeID but has no single id field", n.Name)
 			continue
 		}
-		id := n.ID
+		id, before := n.ID, len(errs)
 		switch {
 		case id.Type == nil || id.Type.Type != field.TypeInt64:
 			fail("schema %s uses mixin.SnowflakeID, but its id field is %s, not int64; remove the schema's own id field", n.Name, id.Type)
@@ -310,6 +334,16 @@ func Check(g *gen.Graph) error {
 				fail("schema %s uses mixin.SnowflakeID, but its %s has entsql.Annotation{Incremental: true}; "+
 					"a snowflake id must not be AUTO_INCREMENT/IDENTITY", n.Name, a.where)
 			}
+		}
+		if _, own := id.Annotations[mixin.IDFieldAnnotationName]; !own && len(errs) == before {
+			// The schema's own id field replaced the mixin's, and with it the
+			// annotations that keep the column a plain BIGINT: ent would make
+			// it AUTO_INCREMENT (an INTEGER PRIMARY KEY rowid on SQLite)
+			// behind ids the hook assigns. The reasons above say more, when
+			// they apply, and suffice.
+			fail("schema %s uses mixin.SnowflakeID and declares an id field of its own, which replaces the mixin's "+
+				"(ent would make it AUTO_INCREMENT): remove field.Int64(\"id\") from its Fields; to annotate the id, "+
+				"give the annotations to the mixin: entflakemixin.SnowflakeID{IDAnnotations: []schema.Annotation{...}}", n.Name)
 		}
 	}
 	if deps, ok := g.Annotations[gen.Dependencies{}.Name()].(gen.Dependencies); ok {

@@ -61,6 +61,38 @@ func (OwnDefaultID) Fields() []ent.Field {
 	return []ent.Field{field.Int64("id").Immutable().DefaultFunc(func() int64 { return 1 })}
 }
 
+// orderField stands for an annotation of another extension on the id
+// field, such as entgql.OrderField("ID") (the root module does not import
+// entgql).
+type orderField struct{ OrderField string }
+
+func (orderField) Name() string { return "TestOrderField" }
+
+// OwnID has the mixin and declares the id again to annotate it, the way
+// entgql's todo example does for entgql.OrderField("ID"): a plain int64 id
+// with no default, which replaces the mixin's.
+type OwnID struct{ ent.Schema }
+
+func (OwnID) Mixin() []ent.Mixin { return []ent.Mixin{entflakemixin.SnowflakeID{}} }
+
+func (OwnID) Fields() []ent.Field {
+	return []ent.Field{field.Int64("id").Annotations(orderField{"ID"})}
+}
+
+// AnnotatedID gives its id the annotation through the mixin instead.
+type AnnotatedID struct{ ent.Schema }
+
+func (AnnotatedID) Mixin() []ent.Mixin {
+	return []ent.Mixin{entflakemixin.SnowflakeID{IDAnnotations: []schema.Annotation{orderField{"ID"}}}}
+}
+
+// NilIDAnnotation has a nil among the mixin's id annotations.
+type NilIDAnnotation struct{ ent.Schema }
+
+func (NilIDAnnotation) Mixin() []ent.Mixin {
+	return []ent.Mixin{entflakemixin.SnowflakeID{IDAnnotations: []schema.Annotation{orderField{"ID"}, nil}}}
+}
+
 type MyID int64
 
 type GoTypeID struct{ ent.Schema }
@@ -135,6 +167,17 @@ type GeneratedClash struct{ ent.Schema }
 func (GeneratedClash) Mixin() []ent.Mixin { return []ent.Mixin{entflakemixin.SnowflakeID{}} }
 
 func (GeneratedClash) Fields() []ent.Field { return []ent.Field{field.String("entflakeState")} }
+
+// RefusedClash has a marked field, and a field whose mutation field is the
+// extension's entflakeRefused.
+type RefusedClash struct{ ent.Schema }
+
+func (RefusedClash) Fields() []ent.Field {
+	return []ent.Field{
+		field.Int64("owner_id").Annotations(entflakemixin.JSONString()),
+		field.String("entflakeRefused"),
+	}
+}
 
 // composed gives SnowflakeID's id field by composing its fields, with and
 // without the JSON string id.
@@ -278,12 +321,15 @@ func TestCheck(t *testing.T) {
 		"file clash":      {[]ent.Interface{Entflake{}}, nil, []string{"schema Entflake", "entflake.go"}},
 		"method clash":    {[]ent.Interface{JSONClash{}}, nil, []string{"schema JSONClash", "field unmarshal_json", "UnmarshalJSON"}},
 		"batch clash":     {[]ent.Interface{BatchClash{}}, nil, []string{"schema BatchClash", "field entflakeBatch", "rename the field"}},
+		"refused clash":   {[]ent.Interface{RefusedClash{}}, nil, []string{"schema RefusedClash", "field entflakeRefused", "rename the field"}},
 		"generated clash": {[]ent.Interface{GeneratedClash{}}, nil, []string{"schema GeneratedClash", "field entflakeState", "rename the field"}},
 		"edge schema":     {[]ent.Interface{User{}, Group{}, Membership{}}, nil, []string{"schema Membership", "edge schema"}},
 		"several at once": {[]ent.Interface{StringID{}, DefaultID{}}, nil, []string{"schema StringID", "schema DefaultID"}},
-		"string ref":      {[]ent.Interface{StringRef{}}, nil, []string{"schema StringRef", "field account_id", "JSONString()", "is string, not int64"}},
-		"int ref":         {[]ent.Interface{IntRef{}}, nil, []string{"schema IntRef", "field count_id", "is int, not int64"}},
-		"go type ref":     {[]ent.Interface{GoTypeRef{}}, nil, []string{"schema GoTypeRef", "field typed_id", "custom Go type"}},
+		"own id": {[]ent.Interface{OwnID{}}, nil, []string{"schema OwnID", "declares an id field of its own",
+			"AUTO_INCREMENT", `remove field.Int64("id")`, "SnowflakeID{IDAnnotations: []schema.Annotation{...}}"}},
+		"string ref":  {[]ent.Interface{StringRef{}}, nil, []string{"schema StringRef", "field account_id", "JSONString()", "is string, not int64"}},
+		"int ref":     {[]ent.Interface{IntRef{}}, nil, []string{"schema IntRef", "field count_id", "is int, not int64"}},
+		"go type ref": {[]ent.Interface{GoTypeRef{}}, nil, []string{"schema GoTypeRef", "field typed_id", "custom Go type"}},
 		"hidden refs": {[]ent.Interface{HiddenRef{}}, nil, []string{"schema HiddenRef",
 			"field dash_id", `json:"-"`, "field ann_id"}},
 		"misplaced": {[]ent.Interface{MisplacedRef{}, Plain{}}, nil, []string{"schema MisplacedRef has entflakemixin.JSONString() as a schema annotation",
@@ -601,4 +647,49 @@ func TestAnnotateGQLBad(t *testing.T) {
 	assert.ErrorContains(t, err, "schema GoodRef: field owner_id: reading its entgql annotation")
 	err = New().Hooks()[0](gen.GenerateFunc(func(*gen.Graph) error { return nil })).Generate(g)
 	assert.ErrorContains(t, err, "field owner_id", "through the generation hook")
+}
+
+// TestOwnIDRefused: a schema that declares field.Int64("id") beside the
+// mixin (to annotate it) is refused by the generation hook, naming the
+// schema and the fix, before anything is written. Without the refusal ent
+// made that id AUTO_INCREMENT (Increment: true in the graph) while the
+// extension generated code for a snowflake id. The other refusals of an id
+// field of the schema's own say why without this one.
+func TestOwnIDRefused(t *testing.T) {
+	g := graph(t, nil, OwnID{})
+	require.True(t, uses(g.Nodes[0]))
+	_, own := g.Nodes[0].ID.Annotations[entflakemixin.IDFieldAnnotationName]
+	require.False(t, own, "the schema's id replaced the mixin's")
+	called := false
+	next := gen.GenerateFunc(func(*gen.Graph) error { called = true; return nil })
+	err := New().Hooks()[0](next).Generate(g)
+	require.ErrorContains(t, err, `schema OwnID uses mixin.SnowflakeID and declares an id field of its own`)
+	assert.ErrorContains(t, err, `remove field.Int64("id") from its Fields`)
+	assert.False(t, called)
+
+	err = Check(graph(t, nil, OwnDefaultID{}))
+	require.ErrorContains(t, err, "its id has a default")
+	assert.NotContains(t, err.Error(), "of its own", "one reason is enough")
+}
+
+// TestIDAnnotations: the mixin's IDAnnotations reach the id field of the
+// generated graph, beside the mixin's own annotations, and the extension
+// generates the type; a nil annotation fails the load, naming its index.
+func TestIDAnnotations(t *testing.T) {
+	var seen *gen.Graph
+	next := gen.GenerateFunc(func(g *gen.Graph) error { seen = g; return nil })
+	require.NoError(t, New().Hooks()[0](next).Generate(graph(t, nil, AnnotatedID{})))
+	require.NotNil(t, seen)
+	id := seen.Nodes[0].ID
+	require.Contains(t, id.Annotations, "TestOrderField")
+	assert.Equal(t, map[string]any{"OrderField": "ID"}, id.Annotations["TestOrderField"])
+	assert.Contains(t, id.Annotations, entflakemixin.IDFieldAnnotationName)
+	assert.False(t, id.EntSQL() == nil || id.EntSQL().Incremental == nil || *id.EntSQL().Incremental,
+		"the mixin's Incremental: false is kept")
+	assert.False(t, id.Default, "the mixin's guard is dropped as usual")
+
+	d := entflakemixin.SnowflakeID{IDAnnotations: []schema.Annotation{orderField{"ID"}, nil}}.Fields()[0].Descriptor()
+	require.EqualError(t, d.Err, "entflakemixin.SnowflakeID: IDAnnotations[1] is nil")
+	_, err := load.MarshalSchema(NilIDAnnotation{})
+	require.ErrorContains(t, err, "IDAnnotations[1] is nil")
 }

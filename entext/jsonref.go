@@ -86,10 +86,13 @@ func jsonFields(n *gen.Type) []jsonField {
 }
 
 // refField is a field with the mark that holds the id of another row, for
-// the template of the hook that refuses 0 and negative values in it.
+// the templates that refuse 0 and negative values in it: the hook of
+// creates and updates, and the upsert's Set and Add.
 type refField struct {
-	Get   string // the mutation's getter
-	Label string // Type.field, for errors
+	Get    string // the mutation's getter
+	Added  string // the mutation's getter of an Add, if the field has one
+	Column string // its column, as the upsert's setters name it
+	Label  string // Type.field, for errors
 }
 
 // refFields returns the fields of a type with the mark, its id aside,
@@ -104,7 +107,11 @@ func refFields(n *gen.Type) []refField {
 	var out []refField
 	for _, f := range n.Fields {
 		if annotated(f) {
-			out = append(out, refField{Get: f.MutationGet(), Label: n.Name + "." + f.Name})
+			r := refField{Get: f.MutationGet(), Column: f.StorageKey(), Label: n.Name + "." + f.Name}
+			if f.SupportsMutationAdd() {
+				r.Added = f.MutationAdded()
+			}
+			out = append(out, r)
 		}
 	}
 	return out

@@ -33,6 +33,7 @@ package mixin
 
 import (
 	"errors"
+	"fmt"
 	"math"
 
 	"entgo.io/ent"
@@ -59,6 +60,18 @@ type SnowflakeID struct {
 	// The fields that hold ids of other rows take the function JSONString
 	// as an annotation to do the same.
 	JSONString bool
+	// IDAnnotations are added to the annotations of the id field, for what
+	// other extensions read there, for example entgql.OrderField("ID"):
+	//
+	//	entflakemixin.SnowflakeID{IDAnnotations: []schema.Annotation{entgql.OrderField("ID")}}
+	//
+	// A schema cannot declare the id field again to annotate it: its own
+	// field.Int64("id") replaces the mixin's, with none of its settings
+	// (ent would make it AUTO_INCREMENT), and the extension refuses it. An
+	// entsql.Annotation among them is merged into the mixin's, and the
+	// extension refuses Incremental: true. A nil annotation fails the
+	// schema's loading, naming its index.
+	IDAnnotations []schema.Annotation
 }
 
 // ErrNoExtension is the error (wrapped in ent's *ValidationError, which
@@ -113,7 +126,15 @@ func (m SnowflakeID) Fields() []ent.Field {
 	if m.JSONString {
 		id = id.StructTag(`json:"id,string,omitempty"`)
 	}
-	return []ent.Field{id}
+	for i, a := range m.IDAnnotations {
+		if a == nil {
+			// ent's loader would call Name on it and panic; an error on
+			// the descriptor fails the load with the field's name instead.
+			id.Descriptor().Err = fmt.Errorf("entflakemixin.SnowflakeID: IDAnnotations[%d] is nil", i)
+			return []ent.Field{id}
+		}
+	}
+	return []ent.Field{id.Annotations(m.IDAnnotations...)}
 }
 
 // Annotations marks the schema for the entc extension, which finds the

@@ -82,13 +82,13 @@ func entflakeIDs(next ent.Mutator) ent.Mutator {
 			return nil, fmt.Errorf("ent: entflake: unexpected mutation %T", m)
 		}
 		id, set := em.ID()
-		if set && st.generated && id == st.saved {
+		if set && st.issued != 0 && id == st.saved {
 			// The create is saved again (a retry of the same builder): it
 			// gets a new id, as with ent's own ids, not its first one, which
 			// may be stored already.
 			set = false
 		}
-		st.generated = !set
+		st.issued = 0
 		if set {
 			if id <= 0 {
 				return nil, fmt.Errorf("ent: %s.id: %w: %d (snowflake ids are positive; leave the id unset for a new one)", name, entflake.ErrInvalidID, id)
@@ -99,6 +99,7 @@ func entflakeIDs(next ent.Mutator) ent.Mutator {
 				return nil, err
 			}
 			em.SetID(id)
+			st.issued = id
 		}
 		v, err := next.Mutate(ctx, m)
 		st.saved, _ = em.ID()
@@ -111,13 +112,22 @@ func entflakeIDs(next ent.Mutator) ent.Mutator {
 
 // entflakeState is what the hook keeps on the mutation of a create.
 type entflakeState struct {
-	// generated is set when the hook generated the create's id (not the
-	// caller): an upsert must then not update a row that holds it
-	// (entflakeUpsertID).
-	generated bool
+	// issued is the id the hook generated for the create, 0 when the
+	// caller set one: while the create still has that id, an upsert must
+	// not update a row that holds it (entflakeUpsertID).
+	issued int64
 	// saved is the id the mutation had when its last Save returned, to
 	// tell a Save of the same create again from an id the caller set.
 	saved int64
+}
+
+// generated reports whether id, the create's id as the INSERT is written,
+// is still the one the hook generated. A hook that runs after entflakeIDs
+// may set another (an id the caller's code chose, as SetID on the builder
+// does): that id may name a stored row, which an upsert then updates, and
+// the generator's tripwire has nothing to say about it.
+func (st *entflakeState) generated(id int64, set bool) bool {
+	return set && st.issued != 0 && id == st.issued
 }
 
 // entflakeInsertFailed hands the error of a create to the tripwire of the
@@ -132,28 +142,28 @@ func entflakeInsertFailed(ctx context.Context, c *config, m ent.Mutation, err er
 	case *AccountMutation:
 		in.Table, in.Column = "accounts", "id"
 		in.IDs, last = entflakeStatement(m, m.entflakeBatch)
-		in.Upsert = m.entflakeState.generated
+		in.Upsert = m.entflakeState.generated(m.ID())
 		if b := m.entflakeBatch; b != nil {
 			for _, x := range *b {
-				in.Upsert = in.Upsert && x.mutation.entflakeState.generated
+				in.Upsert = in.Upsert && x.mutation.entflakeState.generated(x.mutation.ID())
 			}
 		}
 	case *EntryMutation:
 		in.Table, in.Column = "entries", "id"
 		in.IDs, last = entflakeStatement(m, m.entflakeBatch)
-		in.Upsert = m.entflakeState.generated
+		in.Upsert = m.entflakeState.generated(m.ID())
 		if b := m.entflakeBatch; b != nil {
 			for _, x := range *b {
-				in.Upsert = in.Upsert && x.mutation.entflakeState.generated
+				in.Upsert = in.Upsert && x.mutation.entflakeState.generated(x.mutation.ID())
 			}
 		}
 	case *EventMutation:
 		in.Table, in.Column = "events", "id"
 		in.IDs, last = entflakeStatement(m, m.entflakeBatch)
-		in.Upsert = m.entflakeState.generated
+		in.Upsert = m.entflakeState.generated(m.ID())
 		if b := m.entflakeBatch; b != nil {
 			for _, x := range *b {
-				in.Upsert = in.Upsert && x.mutation.entflakeState.generated
+				in.Upsert = in.Upsert && x.mutation.entflakeState.generated(x.mutation.ID())
 			}
 		}
 	}
@@ -284,7 +294,9 @@ func entflakeOf(m ent.Mutation) (c *config, name string, st *entflakeState) {
 // raise in every mode, and on SQLite abs() of the smallest int64, the one
 // overflow SQLite does not turn into a float. The tripwire (entflakeTrip,
 // Insert.Upsert) then finds the row with that id and reports the
-// collision. An id the caller set may update the row it names.
+// collision. An id the caller set may update the row it names, and so
+// may an id a later hook set in place of the generated one (generated is
+// false then: see entflakeState.generated), as SetID on the builder does.
 func entflakeUpsertID(d string, spec *sqlgraph.CreateSpec, generated bool) sql.ConflictOption {
 	var (
 		column = spec.ID.Column
@@ -592,28 +604,50 @@ func entflakeParseJSONID(data []byte, name string) (int64, error) {
 // every create and update, such a field set to 0 or a negative id: no
 // generator issues one, and the entity's UnmarshalJSON would refuse it
 // (entflakeParseJSONID). A reference that names no row is unset, or nil on
-// a Nillable field.
+// a Nillable field. It refuses an Add to such a field too (entflakeAddError):
+// the sum is known only to the database.
 func entflakeRefs(next ent.Mutator) ent.Mutator {
 	return ent.MutateFunc(func(ctx context.Context, m ent.Mutation) (ent.Value, error) {
 		var (
 			v     int64
-			set   bool
+			add   bool
 			label string
 		)
 		switch m := m.(type) {
 		case *EntryMutation:
-			if x, ok := m.GroupID(); ok && x <= 0 && !set {
-				v, set, label = x, true, "Entry.group_id"
+			if x, ok := m.GroupID(); ok && x <= 0 && label == "" {
+				v, label = x, "Entry.group_id"
 			}
-			if x, ok := m.AccountID(); ok && x <= 0 && !set {
-				v, set, label = x, true, "Entry.account_id"
+			if x, ok := m.AddedGroupID(); ok && label == "" {
+				v, add, label = x, true, "Entry.group_id"
+			}
+			if x, ok := m.AccountID(); ok && x <= 0 && label == "" {
+				v, label = x, "Entry.account_id"
 			}
 		}
-		if set {
-			return nil, fmt.Errorf("ent: %s: %w: %d (snowflake ids are positive; a reference to no row is unset, or nil on a Nillable field)", label, entflake.ErrInvalidID, v)
+		switch {
+		case add:
+			return nil, entflakeAddError(label, v)
+		case label != "":
+			return nil, entflakeRefError(label, v)
 		}
 		return next.Mutate(ctx, m)
 	})
+}
+
+// entflakeRefError is the error of a field marked entflakemixin.JSONString()
+// (label, Type.field) set to v, 0 or a negative id.
+func entflakeRefError(label string, v int64) error {
+	return fmt.Errorf("ent: %s: %w: %d (snowflake ids are positive; a reference to no row is unset, or nil on a Nillable field)", label, entflake.ErrInvalidID, v)
+}
+
+// entflakeAddError is the error of an Add of v to a field marked
+// entflakemixin.JSONString() (label, Type.field). A sum of an id is no id,
+// and could be 0 or negative, which only the database would know once the
+// row is written; the field is set, never added to.
+func entflakeAddError(label string, v any) error {
+	return fmt.Errorf("ent: %s: %w: Add(%v) is refused: the field holds a snowflake id, which a sum does not make "+
+		"(and could make 0 or negative); set the id instead", label, entflake.ErrInvalidID, v)
 }
 
 // entflakeUnmarshalJSON is json.Unmarshal, for the generated UnmarshalJSON,

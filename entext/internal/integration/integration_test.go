@@ -320,6 +320,61 @@ func TestUpsert(t *testing.T) {
 	})
 }
 
+// TestUpsertIDSetByLaterHook: a hook that runs after entflake's (here one
+// added with Use, after the client registered entflake's) sets the
+// create's id to the id of a stored row. The upsert that then meets that
+// row updates it, as it does for an id set with SetID on the builder:
+// the collision guard is for the id the generator issued, which the
+// create no longer has. Before, the guard compared the stored row's id
+// with itself and stopped the statement with a raw integer overflow
+// (1690, 22003, "integer overflow"), neither a ConstraintError nor
+// ErrWorkerCollision. Single upserts by a unique column and by the id,
+// and a bulk upsert, on every database.
+func TestUpsertIDSetByLaterHook(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		e := open(t, b)
+		ctx := context.Background()
+		a := e.Widget.Create().SetCode("a").SaveX(ctx)
+		bw := e.Widget.Create().SetCode("b").SaveX(ctx)
+		ids := map[string]int64{} // code -> the id the later hook sets
+		e.Widget.Use(func(next ent.Mutator) ent.Mutator {
+			return ent.MutateFunc(func(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+				if wm, ok := m.(*gen.WidgetMutation); ok && m.Op().Is(ent.OpCreate) {
+					if code, _ := wm.Code(); ids[code] != 0 {
+						wm.SetID(ids[code])
+					}
+				}
+				return next.Mutate(ctx, m)
+			})
+		})
+		ids["a"], ids["b"] = a.ID, bw.ID
+		qty := func(code string) int {
+			return e.Widget.Query().Where(widget.Code(code)).OnlyX(ctx).Qty
+		}
+
+		id, err := e.Widget.Create().SetCode("a").SetQty(2).OnConflictColumns(widget.FieldCode).UpdateNewValues().ID(ctx)
+		require.NoError(t, err, "by code")
+		assert.Equal(t, a.ID, id)
+		assert.Equal(t, 2, qty("a"))
+
+		id, err = e.Widget.Create().SetCode("a").SetQty(3).OnConflictColumns(widget.FieldID).UpdateQty().ID(ctx)
+		require.NoError(t, err, "by id")
+		assert.Equal(t, a.ID, id)
+		assert.Equal(t, 3, qty("a"))
+
+		err = e.Widget.CreateBulk(
+			e.Widget.Create().SetCode("a").SetQty(4),
+			e.Widget.Create().SetCode("b").SetQty(5),
+		).OnConflictColumns(widget.FieldCode).UpdateNewValues().Exec(ctx)
+		require.NoError(t, err, "bulk")
+		assert.Equal(t, 4, qty("a"))
+		assert.Equal(t, 5, qty("b"))
+		assert.Equal(t, a.ID, e.stored(t, "a"))
+		assert.Equal(t, bw.ID, e.stored(t, "b"))
+		assert.Equal(t, 2, e.count(t, "widgets"))
+	})
+}
+
 // TestTransaction: ids inside a transaction, and a rollback that leaves only
 // a gap.
 func TestTransaction(t *testing.T) {

@@ -229,3 +229,103 @@ func TestJSONIDsPositive(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(`{"nil_id":null}`), &r))
 	assert.Nil(t, r.NilID)
 }
+
+// TestJSONReferencesUpsertAndAdd: the refusal of 0 and negative ids in the
+// fields marked JSONString reaches the setters ent's refusal on creates
+// and updates did not see (issue 23, item 6): the Set and Add of an
+// upsert's update (ReferenceUpsert, through ReferenceUpsertOne and
+// ReferenceUpsertBulk, and a raw Set of the column), and Add on Update and
+// UpdateOne, which is refused whatever its sign (a sum of an id is no id,
+// and its result is known only to the database). Each fails with
+// ErrInvalidID naming the field, writes nothing, and the row still reads
+// back its own JSON; the same setters with a positive id write it.
+func TestJSONReferencesUpsertAndAdd(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		e := open(t, b)
+		ctx := context.Background()
+		d := e.Doc.Create().SetTitle("d").SaveX(ctx)
+		r := e.Reference.Create().SetDoc(d).SetOtherID(7).SetMaybeID(8).SaveX(ctx)
+		again := func() *gen.ReferenceCreate {
+			return e.Reference.Create().SetID(r.ID).SetDoc(d).SetOtherID(70)
+		}
+		refused := func(t *testing.T, label string, err error) {
+			t.Helper()
+			require.ErrorIs(t, err, entflake.ErrInvalidID)
+			assert.ErrorContains(t, err, label)
+			got := e.Reference.GetX(ctx, r.ID)
+			assert.Equal(t, refFields{ID: r.ID, DocID: d.ID, OtherID: 7, MaybeID: 8}, fieldsOf(got), "nothing written")
+			assert.Equal(t, 1, e.Reference.Query().CountX(ctx))
+			data, err := json.Marshal(got)
+			require.NoError(t, err)
+			require.NoError(t, json.Unmarshal(data, new(gen.Reference)), "%s", data)
+		}
+		for name, c := range map[string]struct {
+			label string
+			exec  func() error
+		}{
+			"UpsertOne.SetOtherID(-5)": {"Reference.other_id", func() error {
+				return again().OnConflictColumns(reference.FieldID).SetOtherID(-5).Exec(ctx)
+			}},
+			"Upsert.SetOtherID(-5) in Update": {"Reference.other_id", func() error {
+				return again().OnConflictColumns(reference.FieldID).Update(func(u *gen.ReferenceUpsert) { u.SetOtherID(-5) }).Exec(ctx)
+			}},
+			"Upsert.SetMaybeID(0)": {"Reference.maybe_id", func() error {
+				return again().OnConflictColumns(reference.FieldID).UpdateNewValues().SetMaybeID(0).Exec(ctx)
+			}},
+			"Upsert.SetNilID(-1)": {"Reference.nil_id", func() error {
+				return again().OnConflictColumns(reference.FieldID).SetNilID(-1).Exec(ctx)
+			}},
+			"Upsert.SetParentID(-2)": {"Reference.parent_id", func() error {
+				return again().OnConflictColumns(reference.FieldID).SetParentID(-2).Exec(ctx)
+			}},
+			"raw Set of the column": {"Reference.other_id", func() error {
+				return again().OnConflictColumns(reference.FieldID).Update(func(u *gen.ReferenceUpsert) {
+					u.Set(reference.FieldOtherID, int64(-3))
+				}).Exec(ctx)
+			}},
+			"UpsertOne.AddOtherID(-10)": {"Reference.other_id", func() error {
+				return again().OnConflictColumns(reference.FieldID).AddOtherID(-10).Exec(ctx)
+			}},
+			"UpsertOne.AddMaybeID(1)": {"Reference.maybe_id", func() error {
+				return again().OnConflictColumns(reference.FieldID).AddMaybeID(1).Exec(ctx)
+			}},
+			"UpsertOne.ID": {"Reference.other_id", func() error {
+				_, err := again().OnConflictColumns(reference.FieldID).SetOtherID(-5).ID(ctx)
+				return err
+			}},
+			"UpsertBulk.SetOtherID(-5)": {"Reference.other_id", func() error {
+				return e.Reference.CreateBulk(again(), e.Reference.Create().SetDoc(d).SetOtherID(71)).
+					OnConflictColumns(reference.FieldID).SetOtherID(-5).Exec(ctx)
+			}},
+			"UpsertBulk.AddNilID(-1)": {"Reference.nil_id", func() error {
+				return e.Reference.CreateBulk(again(), e.Reference.Create().SetDoc(d).SetOtherID(71)).
+					OnConflictColumns(reference.FieldID).AddNilID(-1).Exec(ctx)
+			}},
+			"UpdateOne.AddOtherID(-10)": {"Reference.other_id", func() error {
+				return e.Reference.UpdateOne(r).AddOtherID(-10).Exec(ctx)
+			}},
+			"UpdateOne.AddMaybeID(5)": {"Reference.maybe_id", func() error {
+				return e.Reference.UpdateOneID(r.ID).AddMaybeID(5).Exec(ctx)
+			}},
+			"Update.AddNilID(-1)": {"Reference.nil_id", func() error {
+				_, err := e.Reference.Update().Where(reference.ID(r.ID)).AddNilID(-1).Save(ctx)
+				return err
+			}},
+		} {
+			t.Run(name, func(t *testing.T) { refused(t, c.label, c.exec()) })
+		}
+		_, err := e.Note.Create().SetDocID(d.ID).OnConflictColumns("id").SetAltID(-4).ID(ctx)
+		require.ErrorIs(t, err, entflake.ErrInvalidID, "a type without the mixin too")
+		assert.ErrorContains(t, err, "Note.alt_id")
+		assert.Zero(t, e.Note.Query().CountX(ctx))
+
+		// The same setters with ids: written.
+		require.NoError(t, again().OnConflictColumns(reference.FieldID).SetOtherID(above53).SetNilID(above53+2).Exec(ctx))
+		require.NoError(t, e.Reference.CreateBulk(again()).OnConflictColumns(reference.FieldID).SetMaybeID(above53+4).Exec(ctx))
+		got := e.Reference.GetX(ctx, r.ID)
+		assert.Equal(t, refFields{ID: r.ID, DocID: d.ID, OtherID: above53, MaybeID: above53 + 4, NilID: ptr(above53 + 2)}, fieldsOf(got))
+		assert.Equal(t, 1, e.Reference.Query().CountX(ctx))
+	})
+}
+
+func ptr[T any](v T) *T { return &v }

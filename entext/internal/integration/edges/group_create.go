@@ -117,7 +117,7 @@ func (_c *GroupCreate) createSpec() (*Group, *sqlgraph.CreateSpec) {
 	)
 	_spec.OnConflict = _c.conflict
 	if len(_spec.OnConflict) > 0 {
-		_spec.OnConflict = entflakeUpsert(_c.driver.Dialect(), _spec.OnConflict, _spec, _c.mutation.entflakeState.generated)
+		_spec.OnConflict = entflakeUpsert(_c.driver.Dialect(), _spec.OnConflict, _spec, _c.mutation.entflakeState.generated(_c.mutation.ID()))
 	}
 	if id, ok := _c.mutation.ID(); ok {
 		_node.ID = id
@@ -342,7 +342,7 @@ func (_c *GroupCreateBulk) Save(ctx context.Context) ([]*Group, error) {
 					}
 					generated := make([]bool, len(_c.builders))
 					for j, b := range _c.builders {
-						generated[j] = b.mutation.entflakeState.generated
+						generated[j] = b.mutation.entflakeState.generated(b.mutation.ID())
 					}
 					if len(spec.OnConflict) > 0 && entflakeEach(_c.driver.Dialect(), spec.OnConflict, generated) {
 						err := entflakeUpsertEach(ctx, &_c.config, spec, generated)

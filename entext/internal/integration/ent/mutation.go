@@ -2594,6 +2594,9 @@ type NoteMutation struct {
 	done          bool
 	oldValue      func(context.Context) (*Note, error)
 	predicates    []predicate.Note
+	// entflakeRefused is the error of a value that an upsert's Set or Add
+	// refused, kept whole for the hook to return (entflakeRefusals).
+	entflakeRefused error
 }
 
 var _ ent.Mutation = (*NoteMutation)(nil)
@@ -3874,6 +3877,9 @@ type ReferenceMutation struct {
 	done            bool
 	oldValue        func(context.Context) (*Reference, error)
 	predicates      []predicate.Reference
+	// entflakeRefused is the error of a value that an upsert's Set or Add
+	// refused, kept whole for the hook to return (entflakeRefusals).
+	entflakeRefused error
 	// entflakeBatch are the builders of the CreateBulk whose INSERT the
 	// mutation ran in, if any (entflakeStatement). A pointer: one word
 	// more in every mutation, not three.

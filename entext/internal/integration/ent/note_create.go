@@ -105,6 +105,9 @@ func (_c *NoteCreate) createSpec() (*Note, *sqlgraph.CreateSpec) {
 		_spec = sqlgraph.NewCreateSpec(note.Table, sqlgraph.NewFieldSpec(note.FieldID, field.TypeInt))
 	)
 	_spec.OnConflict = _c.conflict
+	if n := len(_spec.OnConflict); n > 0 {
+		_spec.OnConflict = append(_spec.OnConflict[:n:n], entflakeRefusals(&_c.mutation.entflakeRefused))
+	}
 	if value, ok := _c.mutation.DocID(); ok {
 		_spec.SetField(note.FieldDocID, field.TypeInt64, value)
 		_node.DocID = value
@@ -364,6 +367,11 @@ func (_c *NoteCreateBulk) Save(ctx context.Context) ([]*Note, error) {
 				} else {
 					spec := &sqlgraph.BatchCreateSpec{Nodes: specs}
 					spec.OnConflict = _c.conflict
+					if n := len(spec.OnConflict); n > 0 && len(_c.builders) > 0 {
+						// The first builder's hooks run outermost: its entflakeRefs
+						// returns the refusal.
+						spec.OnConflict = append(spec.OnConflict[:n:n], entflakeRefusals(&_c.builders[0].mutation.entflakeRefused))
+					}
 					// Invoke the actual operation on the latest mutation in the chain.
 					if err = sqlgraph.BatchCreate(ctx, _c.driver, spec); err != nil {
 						if sqlgraph.IsConstraintError(err) {

@@ -81,13 +81,13 @@ func entflakeIDs(next ent.Mutator) ent.Mutator {
 			return nil, fmt.Errorf("ent2: entflake: unexpected mutation %T", m)
 		}
 		id, set := em.ID()
-		if set && st.generated && id == st.saved {
+		if set && st.issued != 0 && id == st.saved {
 			// The create is saved again (a retry of the same builder): it
 			// gets a new id, as with ent's own ids, not its first one, which
 			// may be stored already.
 			set = false
 		}
-		st.generated = !set
+		st.issued = 0
 		if set {
 			if id <= 0 {
 				return nil, fmt.Errorf("ent2: %s.id: %w: %d (snowflake ids are positive; leave the id unset for a new one)", name, entflake.ErrInvalidID, id)
@@ -98,6 +98,7 @@ func entflakeIDs(next ent.Mutator) ent.Mutator {
 				return nil, err
 			}
 			em.SetID(id)
+			st.issued = id
 		}
 		v, err := next.Mutate(ctx, m)
 		st.saved, _ = em.ID()
@@ -110,13 +111,22 @@ func entflakeIDs(next ent.Mutator) ent.Mutator {
 
 // entflakeState is what the hook keeps on the mutation of a create.
 type entflakeState struct {
-	// generated is set when the hook generated the create's id (not the
-	// caller): an upsert must then not update a row that holds it
-	// (entflakeUpsertID).
-	generated bool
+	// issued is the id the hook generated for the create, 0 when the
+	// caller set one: while the create still has that id, an upsert must
+	// not update a row that holds it (entflakeUpsertID).
+	issued int64
 	// saved is the id the mutation had when its last Save returned, to
 	// tell a Save of the same create again from an id the caller set.
 	saved int64
+}
+
+// generated reports whether id, the create's id as the INSERT is written,
+// is still the one the hook generated. A hook that runs after entflakeIDs
+// may set another (an id the caller's code chose, as SetID on the builder
+// does): that id may name a stored row, which an upsert then updates, and
+// the generator's tripwire has nothing to say about it.
+func (st *entflakeState) generated(id int64, set bool) bool {
+	return set && st.issued != 0 && id == st.issued
 }
 
 // entflakeInsertFailed hands the error of a create to the tripwire of the
@@ -131,19 +141,19 @@ func entflakeInsertFailed(ctx context.Context, c *config, m ent.Mutation, err er
 	case *SpecsMutation:
 		in.Table, in.Column = "specs", "id"
 		in.IDs, last = entflakeStatement(m, m.entflakeBatch)
-		in.Upsert = m.entflakeState.generated
+		in.Upsert = m.entflakeState.generated(m.ID())
 		if b := m.entflakeBatch; b != nil {
 			for _, x := range *b {
-				in.Upsert = in.Upsert && x.mutation.entflakeState.generated
+				in.Upsert = in.Upsert && x.mutation.entflakeState.generated(x.mutation.ID())
 			}
 		}
 	case *VMutation:
 		in.Table, in.Column = "vs", "id"
 		in.IDs, last = entflakeStatement(m, m.entflakeBatch)
-		in.Upsert = m.entflakeState.generated
+		in.Upsert = m.entflakeState.generated(m.ID())
 		if b := m.entflakeBatch; b != nil {
 			for _, x := range *b {
-				in.Upsert = in.Upsert && x.mutation.entflakeState.generated
+				in.Upsert = in.Upsert && x.mutation.entflakeState.generated(x.mutation.ID())
 			}
 		}
 	}
@@ -272,7 +282,9 @@ func entflakeOf(m ent.Mutation) (c *config, name string, st *entflakeState) {
 // raise in every mode, and on SQLite abs() of the smallest int64, the one
 // overflow SQLite does not turn into a float. The tripwire (entflakeTrip,
 // Insert.Upsert) then finds the row with that id and reports the
-// collision. An id the caller set may update the row it names.
+// collision. An id the caller set may update the row it names, and so
+// may an id a later hook set in place of the generated one (generated is
+// false then: see entflakeState.generated), as SetID on the builder does.
 func entflakeUpsertID(d string, spec *sqlgraph.CreateSpec, generated bool) sql.ConflictOption {
 	var (
 		column = spec.ID.Column

@@ -81,13 +81,13 @@ func entflakeIDs(next ent.Mutator) ent.Mutator {
 			return nil, fmt.Errorf("graph20: entflake: unexpected mutation %T", m)
 		}
 		id, set := em.ID()
-		if set && st.generated && id == st.saved {
+		if set && st.issued != 0 && id == st.saved {
 			// The create is saved again (a retry of the same builder): it
 			// gets a new id, as with ent's own ids, not its first one, which
 			// may be stored already.
 			set = false
 		}
-		st.generated = !set
+		st.issued = 0
 		if set {
 			if id <= 0 {
 				return nil, fmt.Errorf("graph20: %s.id: %w: %d (snowflake ids are positive; leave the id unset for a new one)", name, entflake.ErrInvalidID, id)
@@ -98,11 +98,15 @@ func entflakeIDs(next ent.Mutator) ent.Mutator {
 				return nil, err
 			}
 			em.SetID(id)
+			st.issued = id
 		}
 		v, err := next.Mutate(ctx, m)
 		st.saved, _ = em.ID()
 		if err != nil {
 			return v, entflakeInsertFailed(ctx, c, m, err)
+		}
+		if st.generated(em.ID()) {
+			entflakeRemember(c, name, st.saved)
 		}
 		return v, nil
 	})
@@ -110,13 +114,22 @@ func entflakeIDs(next ent.Mutator) ent.Mutator {
 
 // entflakeState is what the hook keeps on the mutation of a create.
 type entflakeState struct {
-	// generated is set when the hook generated the create's id (not the
-	// caller): an upsert must then not update a row that holds it
-	// (entflakeUpsertID).
-	generated bool
+	// issued is the id the hook generated for the create, 0 when the
+	// caller set one: while the create still has that id, an upsert must
+	// not update a row that holds it (entflakeUpsertID).
+	issued int64
 	// saved is the id the mutation had when its last Save returned, to
 	// tell a Save of the same create again from an id the caller set.
 	saved int64
+}
+
+// generated reports whether id, the create's id as the INSERT is written,
+// is still the one the hook generated. A hook that runs after entflakeIDs
+// may set another (an id the caller's code chose, as SetID on the builder
+// does): that id may name a stored row, which an upsert then updates, and
+// the generator's tripwire has nothing to say about it.
+func (st *entflakeState) generated(id int64, set bool) bool {
+	return set && st.issued != 0 && id == st.issued
 }
 
 // entflakeInsertFailed hands the error of a create to the tripwire of the
@@ -131,181 +144,181 @@ func entflakeInsertFailed(ctx context.Context, c *config, m ent.Mutation, err er
 	case *T01Mutation:
 		in.Table, in.Column = "t01s", "id"
 		in.IDs, last = entflakeStatement(m, m.entflakeBatch)
-		in.Upsert = m.entflakeState.generated
+		in.Upsert = m.entflakeState.generated(m.ID())
 		if b := m.entflakeBatch; b != nil {
 			for _, x := range *b {
-				in.Upsert = in.Upsert && x.mutation.entflakeState.generated
+				in.Upsert = in.Upsert && x.mutation.entflakeState.generated(x.mutation.ID())
 			}
 		}
 	case *T02Mutation:
 		in.Table, in.Column = "t02s", "id"
 		in.IDs, last = entflakeStatement(m, m.entflakeBatch)
-		in.Upsert = m.entflakeState.generated
+		in.Upsert = m.entflakeState.generated(m.ID())
 		if b := m.entflakeBatch; b != nil {
 			for _, x := range *b {
-				in.Upsert = in.Upsert && x.mutation.entflakeState.generated
+				in.Upsert = in.Upsert && x.mutation.entflakeState.generated(x.mutation.ID())
 			}
 		}
 	case *T03Mutation:
 		in.Table, in.Column = "t03s", "id"
 		in.IDs, last = entflakeStatement(m, m.entflakeBatch)
-		in.Upsert = m.entflakeState.generated
+		in.Upsert = m.entflakeState.generated(m.ID())
 		if b := m.entflakeBatch; b != nil {
 			for _, x := range *b {
-				in.Upsert = in.Upsert && x.mutation.entflakeState.generated
+				in.Upsert = in.Upsert && x.mutation.entflakeState.generated(x.mutation.ID())
 			}
 		}
 	case *T04Mutation:
 		in.Table, in.Column = "t04s", "id"
 		in.IDs, last = entflakeStatement(m, m.entflakeBatch)
-		in.Upsert = m.entflakeState.generated
+		in.Upsert = m.entflakeState.generated(m.ID())
 		if b := m.entflakeBatch; b != nil {
 			for _, x := range *b {
-				in.Upsert = in.Upsert && x.mutation.entflakeState.generated
+				in.Upsert = in.Upsert && x.mutation.entflakeState.generated(x.mutation.ID())
 			}
 		}
 	case *T05Mutation:
 		in.Table, in.Column = "t05s", "id"
 		in.IDs, last = entflakeStatement(m, m.entflakeBatch)
-		in.Upsert = m.entflakeState.generated
+		in.Upsert = m.entflakeState.generated(m.ID())
 		if b := m.entflakeBatch; b != nil {
 			for _, x := range *b {
-				in.Upsert = in.Upsert && x.mutation.entflakeState.generated
+				in.Upsert = in.Upsert && x.mutation.entflakeState.generated(x.mutation.ID())
 			}
 		}
 	case *T06Mutation:
 		in.Table, in.Column = "t06s", "id"
 		in.IDs, last = entflakeStatement(m, m.entflakeBatch)
-		in.Upsert = m.entflakeState.generated
+		in.Upsert = m.entflakeState.generated(m.ID())
 		if b := m.entflakeBatch; b != nil {
 			for _, x := range *b {
-				in.Upsert = in.Upsert && x.mutation.entflakeState.generated
+				in.Upsert = in.Upsert && x.mutation.entflakeState.generated(x.mutation.ID())
 			}
 		}
 	case *T07Mutation:
 		in.Table, in.Column = "t07s", "id"
 		in.IDs, last = entflakeStatement(m, m.entflakeBatch)
-		in.Upsert = m.entflakeState.generated
+		in.Upsert = m.entflakeState.generated(m.ID())
 		if b := m.entflakeBatch; b != nil {
 			for _, x := range *b {
-				in.Upsert = in.Upsert && x.mutation.entflakeState.generated
+				in.Upsert = in.Upsert && x.mutation.entflakeState.generated(x.mutation.ID())
 			}
 		}
 	case *T08Mutation:
 		in.Table, in.Column = "t08s", "id"
 		in.IDs, last = entflakeStatement(m, m.entflakeBatch)
-		in.Upsert = m.entflakeState.generated
+		in.Upsert = m.entflakeState.generated(m.ID())
 		if b := m.entflakeBatch; b != nil {
 			for _, x := range *b {
-				in.Upsert = in.Upsert && x.mutation.entflakeState.generated
+				in.Upsert = in.Upsert && x.mutation.entflakeState.generated(x.mutation.ID())
 			}
 		}
 	case *T09Mutation:
 		in.Table, in.Column = "t09s", "id"
 		in.IDs, last = entflakeStatement(m, m.entflakeBatch)
-		in.Upsert = m.entflakeState.generated
+		in.Upsert = m.entflakeState.generated(m.ID())
 		if b := m.entflakeBatch; b != nil {
 			for _, x := range *b {
-				in.Upsert = in.Upsert && x.mutation.entflakeState.generated
+				in.Upsert = in.Upsert && x.mutation.entflakeState.generated(x.mutation.ID())
 			}
 		}
 	case *T10Mutation:
 		in.Table, in.Column = "t10s", "id"
 		in.IDs, last = entflakeStatement(m, m.entflakeBatch)
-		in.Upsert = m.entflakeState.generated
+		in.Upsert = m.entflakeState.generated(m.ID())
 		if b := m.entflakeBatch; b != nil {
 			for _, x := range *b {
-				in.Upsert = in.Upsert && x.mutation.entflakeState.generated
+				in.Upsert = in.Upsert && x.mutation.entflakeState.generated(x.mutation.ID())
 			}
 		}
 	case *T11Mutation:
 		in.Table, in.Column = "t11s", "id"
 		in.IDs, last = entflakeStatement(m, m.entflakeBatch)
-		in.Upsert = m.entflakeState.generated
+		in.Upsert = m.entflakeState.generated(m.ID())
 		if b := m.entflakeBatch; b != nil {
 			for _, x := range *b {
-				in.Upsert = in.Upsert && x.mutation.entflakeState.generated
+				in.Upsert = in.Upsert && x.mutation.entflakeState.generated(x.mutation.ID())
 			}
 		}
 	case *T12Mutation:
 		in.Table, in.Column = "t12s", "id"
 		in.IDs, last = entflakeStatement(m, m.entflakeBatch)
-		in.Upsert = m.entflakeState.generated
+		in.Upsert = m.entflakeState.generated(m.ID())
 		if b := m.entflakeBatch; b != nil {
 			for _, x := range *b {
-				in.Upsert = in.Upsert && x.mutation.entflakeState.generated
+				in.Upsert = in.Upsert && x.mutation.entflakeState.generated(x.mutation.ID())
 			}
 		}
 	case *T13Mutation:
 		in.Table, in.Column = "t13s", "id"
 		in.IDs, last = entflakeStatement(m, m.entflakeBatch)
-		in.Upsert = m.entflakeState.generated
+		in.Upsert = m.entflakeState.generated(m.ID())
 		if b := m.entflakeBatch; b != nil {
 			for _, x := range *b {
-				in.Upsert = in.Upsert && x.mutation.entflakeState.generated
+				in.Upsert = in.Upsert && x.mutation.entflakeState.generated(x.mutation.ID())
 			}
 		}
 	case *T14Mutation:
 		in.Table, in.Column = "t14s", "id"
 		in.IDs, last = entflakeStatement(m, m.entflakeBatch)
-		in.Upsert = m.entflakeState.generated
+		in.Upsert = m.entflakeState.generated(m.ID())
 		if b := m.entflakeBatch; b != nil {
 			for _, x := range *b {
-				in.Upsert = in.Upsert && x.mutation.entflakeState.generated
+				in.Upsert = in.Upsert && x.mutation.entflakeState.generated(x.mutation.ID())
 			}
 		}
 	case *T15Mutation:
 		in.Table, in.Column = "t15s", "id"
 		in.IDs, last = entflakeStatement(m, m.entflakeBatch)
-		in.Upsert = m.entflakeState.generated
+		in.Upsert = m.entflakeState.generated(m.ID())
 		if b := m.entflakeBatch; b != nil {
 			for _, x := range *b {
-				in.Upsert = in.Upsert && x.mutation.entflakeState.generated
+				in.Upsert = in.Upsert && x.mutation.entflakeState.generated(x.mutation.ID())
 			}
 		}
 	case *T16Mutation:
 		in.Table, in.Column = "t16s", "id"
 		in.IDs, last = entflakeStatement(m, m.entflakeBatch)
-		in.Upsert = m.entflakeState.generated
+		in.Upsert = m.entflakeState.generated(m.ID())
 		if b := m.entflakeBatch; b != nil {
 			for _, x := range *b {
-				in.Upsert = in.Upsert && x.mutation.entflakeState.generated
+				in.Upsert = in.Upsert && x.mutation.entflakeState.generated(x.mutation.ID())
 			}
 		}
 	case *T17Mutation:
 		in.Table, in.Column = "t17s", "id"
 		in.IDs, last = entflakeStatement(m, m.entflakeBatch)
-		in.Upsert = m.entflakeState.generated
+		in.Upsert = m.entflakeState.generated(m.ID())
 		if b := m.entflakeBatch; b != nil {
 			for _, x := range *b {
-				in.Upsert = in.Upsert && x.mutation.entflakeState.generated
+				in.Upsert = in.Upsert && x.mutation.entflakeState.generated(x.mutation.ID())
 			}
 		}
 	case *T18Mutation:
 		in.Table, in.Column = "t18s", "id"
 		in.IDs, last = entflakeStatement(m, m.entflakeBatch)
-		in.Upsert = m.entflakeState.generated
+		in.Upsert = m.entflakeState.generated(m.ID())
 		if b := m.entflakeBatch; b != nil {
 			for _, x := range *b {
-				in.Upsert = in.Upsert && x.mutation.entflakeState.generated
+				in.Upsert = in.Upsert && x.mutation.entflakeState.generated(x.mutation.ID())
 			}
 		}
 	case *T19Mutation:
 		in.Table, in.Column = "t19s", "id"
 		in.IDs, last = entflakeStatement(m, m.entflakeBatch)
-		in.Upsert = m.entflakeState.generated
+		in.Upsert = m.entflakeState.generated(m.ID())
 		if b := m.entflakeBatch; b != nil {
 			for _, x := range *b {
-				in.Upsert = in.Upsert && x.mutation.entflakeState.generated
+				in.Upsert = in.Upsert && x.mutation.entflakeState.generated(x.mutation.ID())
 			}
 		}
 	case *T20Mutation:
 		in.Table, in.Column = "t20s", "id"
 		in.IDs, last = entflakeStatement(m, m.entflakeBatch)
-		in.Upsert = m.entflakeState.generated
+		in.Upsert = m.entflakeState.generated(m.ID())
 		if b := m.entflakeBatch; b != nil {
 			for _, x := range *b {
-				in.Upsert = in.Upsert && x.mutation.entflakeState.generated
+				in.Upsert = in.Upsert && x.mutation.entflakeState.generated(x.mutation.ID())
 			}
 		}
 	}
@@ -470,7 +483,9 @@ func entflakeOf(m ent.Mutation) (c *config, name string, st *entflakeState) {
 // raise in every mode, and on SQLite abs() of the smallest int64, the one
 // overflow SQLite does not turn into a float. The tripwire (entflakeTrip,
 // Insert.Upsert) then finds the row with that id and reports the
-// collision. An id the caller set may update the row it names.
+// collision. An id the caller set may update the row it names, and so
+// may an id a later hook set in place of the generated one (generated is
+// false then: see entflakeState.generated), as SetID on the builder does.
 func entflakeUpsertID(d string, spec *sqlgraph.CreateSpec, generated bool) sql.ConflictOption {
 	var (
 		column = spec.ID.Column
@@ -741,6 +756,47 @@ func entflakeNodeTypes(*config) []entflake.NodeType { return entflakeNodeTypeLis
 func entflakeGenerator(c *config) *entflake.Generator {
 	g, _ := c.entflake.(*entflake.Generator)
 	return g
+}
+
+// entflakeRemember tells the node type cache of the client's generator
+// (entflake.WithNodeTypeCache), if it has one, that id, which the hook
+// generated and a create of the type name has just written, is a row of
+// that type, if name is a GraphQL node type: a Relay client's node(id:)
+// of what its mutation returned then needs no probe. Only the id the
+// generator issued: one the caller or a later hook set may be another
+// table's too, and an upsert may have updated another row. In a
+// transaction, only once it commits: a rolled-back id names no row, and
+// the cache would answer its type without asking (entflake.FindNodes).
+// Noder would then only find no row in that type's table, which is right,
+// but nothing would stop a later create of another type that sets that id
+// (SetID) from being hidden behind it.
+func entflakeRemember(c *config, name string, id int64) {
+	switch name {
+	case "T01", "T02", "T03", "T04", "T05", "T06", "T07", "T08", "T09", "T10", "T11", "T12", "T13", "T14", "T15", "T16", "T17", "T18", "T19", "T20": // the GraphQL node types with the mixin
+	default:
+		return
+	}
+	g := entflakeGenerator(c)
+	if !g.RemembersNodeTypes() {
+		return
+	}
+	drv := entflakeInTx(c)
+	if drv == nil {
+		g.RememberNode(id, name)
+		return
+	}
+	// Tx.OnCommit, reached from the transaction's driver.
+	drv.mu.Lock()
+	defer drv.mu.Unlock()
+	drv.onCommit = append(drv.onCommit, func(next Committer) Committer {
+		return CommitFunc(func(ctx context.Context, tx *Tx) error {
+			if err := next.Commit(ctx, tx); err != nil {
+				return err
+			}
+			g.RememberNode(id, name)
+			return nil
+		})
+	})
 }
 
 // entflakeNodeType is Noder's default type resolver: it returns the table
