@@ -607,25 +607,47 @@ func entflakeParseJSONID(data []byte, name string) (int64, error) {
 // every create and update, such a field set to 0 or a negative id: no
 // generator issues one, and the entity's UnmarshalJSON would refuse it
 // (entflakeParseJSONID). A reference that names no row is unset, or nil on
-// a Nillable field.
+// a Nillable field. It refuses an Add to such a field too (entflakeAddError):
+// the sum is known only to the database.
 func entflakeRefs(next ent.Mutator) ent.Mutator {
 	return ent.MutateFunc(func(ctx context.Context, m ent.Mutation) (ent.Value, error) {
 		var (
 			v     int64
-			set   bool
+			add   bool
 			label string
 		)
 		switch m := m.(type) {
 		case *PostMutation:
-			if x, ok := m.ReplyToID(); ok && x <= 0 && !set {
-				v, set, label = x, true, "Post.reply_to_id"
+			if x, ok := m.ReplyToID(); ok && x <= 0 && label == "" {
+				v, label = x, "Post.reply_to_id"
+			}
+			if x, ok := m.AddedReplyToID(); ok && label == "" {
+				v, add, label = x, true, "Post.reply_to_id"
 			}
 		}
-		if set {
-			return nil, fmt.Errorf("ent: %s: %w: %d (snowflake ids are positive; a reference to no row is unset, or nil on a Nillable field)", label, entflake.ErrInvalidID, v)
+		switch {
+		case add:
+			return nil, entflakeAddError(label, v)
+		case label != "":
+			return nil, entflakeRefError(label, v)
 		}
 		return next.Mutate(ctx, m)
 	})
+}
+
+// entflakeRefError is the error of a field marked entflakemixin.JSONString()
+// (label, Type.field) set to v, 0 or a negative id.
+func entflakeRefError(label string, v int64) error {
+	return fmt.Errorf("ent: %s: %w: %d (snowflake ids are positive; a reference to no row is unset, or nil on a Nillable field)", label, entflake.ErrInvalidID, v)
+}
+
+// entflakeAddError is the error of an Add of v to a field marked
+// entflakemixin.JSONString() (label, Type.field). A sum of an id is no id,
+// and could be 0 or negative, which only the database would know once the
+// row is written; the field is set, never added to.
+func entflakeAddError(label string, v any) error {
+	return fmt.Errorf("ent: %s: %w: Add(%v) is refused: the field holds a snowflake id, which a sum does not make "+
+		"(and could make 0 or negative); set the id instead", label, entflake.ErrInvalidID, v)
 }
 
 // entflakeUnmarshalJSON is json.Unmarshal, for the generated UnmarshalJSON,

@@ -114,8 +114,11 @@ func (_c *AccountCreate) createSpec() (*Account, *sqlgraph.CreateSpec) {
 		_spec = sqlgraph.NewCreateSpec(account.Table, sqlgraph.NewFieldSpec(account.FieldID, field.TypeInt64))
 	)
 	_spec.OnConflict = _c.conflict
+	if n := len(_spec.OnConflict); n > 0 {
+		_spec.OnConflict = append(_spec.OnConflict[:n:n], entflakeRefusals(&_c.mutation.entflakeRefused))
+	}
 	if len(_spec.OnConflict) > 0 {
-		_spec.OnConflict = entflakeUpsert(_c.driver.Dialect(), _spec.OnConflict, _spec, _c.mutation.entflakeState.generated)
+		_spec.OnConflict = entflakeUpsert(_c.driver.Dialect(), _spec.OnConflict, _spec, _c.mutation.entflakeState.generated(_c.mutation.ID()))
 	}
 	if id, ok := _c.mutation.ID(); ok {
 		_node.ID = id
@@ -375,12 +378,17 @@ func (_c *AccountCreateBulk) Save(ctx context.Context) ([]*Account, error) {
 				} else {
 					spec := &sqlgraph.BatchCreateSpec{Nodes: specs}
 					spec.OnConflict = _c.conflict
+					if n := len(spec.OnConflict); n > 0 && len(_c.builders) > 0 {
+						// The first builder's hooks run outermost: its entflakeRefs
+						// returns the refusal.
+						spec.OnConflict = append(spec.OnConflict[:n:n], entflakeRefusals(&_c.builders[0].mutation.entflakeRefused))
+					}
 					for _, b := range _c.builders {
 						b.mutation.entflakeBatch = &_c.builders
 					}
 					generated := make([]bool, len(_c.builders))
 					for j, b := range _c.builders {
-						generated[j] = b.mutation.entflakeState.generated
+						generated[j] = b.mutation.entflakeState.generated(b.mutation.ID())
 					}
 					if len(spec.OnConflict) > 0 && entflakeEach(_c.driver.Dialect(), spec.OnConflict, generated) {
 						err := entflakeUpsertEach(ctx, &_c.config, spec, generated)

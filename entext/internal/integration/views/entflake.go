@@ -82,13 +82,13 @@ func entflakeIDs(next ent.Mutator) ent.Mutator {
 			return nil, fmt.Errorf("views: entflake: unexpected mutation %T", m)
 		}
 		id, set := em.ID()
-		if set && st.generated && id == st.saved {
+		if set && st.issued != 0 && id == st.saved {
 			// The create is saved again (a retry of the same builder): it
 			// gets a new id, as with ent's own ids, not its first one, which
 			// may be stored already.
 			set = false
 		}
-		st.generated = !set
+		st.issued = 0
 		if set {
 			if id <= 0 {
 				return nil, fmt.Errorf("views: %s.id: %w: %d (snowflake ids are positive; leave the id unset for a new one)", name, entflake.ErrInvalidID, id)
@@ -99,6 +99,7 @@ func entflakeIDs(next ent.Mutator) ent.Mutator {
 				return nil, err
 			}
 			em.SetID(id)
+			st.issued = id
 		}
 		v, err := next.Mutate(ctx, m)
 		st.saved, _ = em.ID()
@@ -111,13 +112,22 @@ func entflakeIDs(next ent.Mutator) ent.Mutator {
 
 // entflakeState is what the hook keeps on the mutation of a create.
 type entflakeState struct {
-	// generated is set when the hook generated the create's id (not the
-	// caller): an upsert must then not update a row that holds it
-	// (entflakeUpsertID).
-	generated bool
+	// issued is the id the hook generated for the create, 0 when the
+	// caller set one: while the create still has that id, an upsert must
+	// not update a row that holds it (entflakeUpsertID).
+	issued int64
 	// saved is the id the mutation had when its last Save returned, to
 	// tell a Save of the same create again from an id the caller set.
 	saved int64
+}
+
+// generated reports whether id, the create's id as the INSERT is written,
+// is still the one the hook generated. A hook that runs after entflakeIDs
+// may set another (an id the caller's code chose, as SetID on the builder
+// does): that id may name a stored row, which an upsert then updates, and
+// the generator's tripwire has nothing to say about it.
+func (st *entflakeState) generated(id int64, set bool) bool {
+	return set && st.issued != 0 && id == st.issued
 }
 
 // entflakeInsertFailed hands the error of a create to the tripwire of the
@@ -132,19 +142,19 @@ func entflakeInsertFailed(ctx context.Context, c *config, m ent.Mutation, err er
 	case *AccountMutation:
 		in.Table, in.Column = "accounts", "id"
 		in.IDs, last = entflakeStatement(m, m.entflakeBatch)
-		in.Upsert = m.entflakeState.generated
+		in.Upsert = m.entflakeState.generated(m.ID())
 		if b := m.entflakeBatch; b != nil {
 			for _, x := range *b {
-				in.Upsert = in.Upsert && x.mutation.entflakeState.generated
+				in.Upsert = in.Upsert && x.mutation.entflakeState.generated(x.mutation.ID())
 			}
 		}
 	case *TransferMutation:
 		in.Table, in.Column = "transfers", "id"
 		in.IDs, last = entflakeStatement(m, m.entflakeBatch)
-		in.Upsert = m.entflakeState.generated
+		in.Upsert = m.entflakeState.generated(m.ID())
 		if b := m.entflakeBatch; b != nil {
 			for _, x := range *b {
-				in.Upsert = in.Upsert && x.mutation.entflakeState.generated
+				in.Upsert = in.Upsert && x.mutation.entflakeState.generated(x.mutation.ID())
 			}
 		}
 	}
@@ -273,7 +283,9 @@ func entflakeOf(m ent.Mutation) (c *config, name string, st *entflakeState) {
 // raise in every mode, and on SQLite abs() of the smallest int64, the one
 // overflow SQLite does not turn into a float. The tripwire (entflakeTrip,
 // Insert.Upsert) then finds the row with that id and reports the
-// collision. An id the caller set may update the row it names.
+// collision. An id the caller set may update the row it names, and so
+// may an id a later hook set in place of the generated one (generated is
+// false then: see entflakeState.generated), as SetID on the builder does.
 func entflakeUpsertID(d string, spec *sqlgraph.CreateSpec, generated bool) sql.ConflictOption {
 	var (
 		column = spec.ID.Column
@@ -581,29 +593,183 @@ func entflakeParseJSONID(data []byte, name string) (int64, error) {
 // every create and update, such a field set to 0 or a negative id: no
 // generator issues one, and the entity's UnmarshalJSON would refuse it
 // (entflakeParseJSONID). A reference that names no row is unset, or nil on
-// a Nillable field.
+// a Nillable field. It refuses an Add to such a field too (entflakeAddError):
+// the sum is known only to the database.
+//
+// The Set and Add of an upsert's update refuse the same (entflakeRefused),
+// while ent builds the statement; this hook returns their error whole,
+// which ent's SQL builder keeps only as text (entflakeRefusals).
 func entflakeRefs(next ent.Mutator) ent.Mutator {
 	return ent.MutateFunc(func(ctx context.Context, m ent.Mutation) (ent.Value, error) {
 		var (
 			v     int64
-			set   bool
+			add   bool
 			label string
 		)
 		switch m := m.(type) {
 		case *AccountMutation:
-			if x, ok := m.OwnerID(); ok && x <= 0 && !set {
-				v, set, label = x, true, "Account.owner_id"
+			if x, ok := m.OwnerID(); ok && x <= 0 && label == "" {
+				v, label = x, "Account.owner_id"
+			}
+			if x, ok := m.AddedOwnerID(); ok && label == "" {
+				v, add, label = x, true, "Account.owner_id"
 			}
 		case *TransferMutation:
-			if x, ok := m.AccountID(); ok && x <= 0 && !set {
-				v, set, label = x, true, "Transfer.account_id"
+			if x, ok := m.AccountID(); ok && x <= 0 && label == "" {
+				v, label = x, "Transfer.account_id"
+			}
+			if x, ok := m.AddedAccountID(); ok && label == "" {
+				v, add, label = x, true, "Transfer.account_id"
 			}
 		}
-		if set {
-			return nil, fmt.Errorf("views: %s: %w: %d (snowflake ids are positive; a reference to no row is unset, or nil on a Nillable field)", label, entflake.ErrInvalidID, v)
+		switch {
+		case add:
+			return nil, entflakeAddError(label, v)
+		case label != "":
+			return nil, entflakeRefError(label, v)
 		}
-		return next.Mutate(ctx, m)
+		refused := entflakeRefusal(m)
+		if refused != nil {
+			*refused = nil
+		}
+		value, err := next.Mutate(ctx, m)
+		if err != nil && refused != nil && *refused != nil {
+			// ent's SQL builder reports the refusal as text only.
+			return value, *refused
+		}
+		return value, err
 	})
+}
+
+// entflakeRefError is the error of a field marked entflakemixin.JSONString()
+// (label, Type.field) set to v, 0 or a negative id.
+func entflakeRefError(label string, v int64) error {
+	return fmt.Errorf("views: %s: %w: %d (snowflake ids are positive; a reference to no row is unset, or nil on a Nillable field)", label, entflake.ErrInvalidID, v)
+}
+
+// entflakeAddError is the error of an Add of v to a field marked
+// entflakemixin.JSONString() (label, Type.field). A sum of an id is no id,
+// and could be 0 or negative, which only the database would know once the
+// row is written; the field is set, never added to.
+func entflakeAddError(label string, v any) error {
+	return fmt.Errorf("views: %s: %w: Add(%v) is refused: the field holds a snowflake id, which a sum does not make "+
+		"(and could make 0 or negative); set the id instead", label, entflake.ErrInvalidID, v)
+}
+
+// entflakeRefusal returns, for a mutation of an entity type with fields
+// marked entflakemixin.JSONString(), where its upsert keeps the error of a
+// value its Set or Add refused (entflakeRefusals); nil for any other.
+func entflakeRefusal(m ent.Mutation) *error {
+	switch m := m.(type) {
+	case *AccountMutation:
+		return &m.entflakeRefused
+	case *TransferMutation:
+		return &m.entflakeRefused
+	}
+	return nil
+}
+
+// entflakeRefused is the value that the Set and Add of an upsert's update
+// put in place of one they refuse in a field marked
+// entflakemixin.JSONString(). They cannot return an error, and run while
+// ent builds the statement: this value makes the build fail (Err: ent's SQL
+// builder asks every value it writes for one) before anything is sent, and
+// entflakeRefusals finds it among the update's arguments to keep its error
+// whole, since the builder's error is its text only.
+type entflakeRefused struct{ err error }
+
+// Query implements sql.Querier: NULL, with the value itself as the
+// argument by which entflakeRefusals finds it. The statement never runs.
+func (r *entflakeRefused) Query() (string, []any) { return "NULL", []any{r} }
+
+// Err returns the refusal, which stops the statement's build.
+func (r *entflakeRefused) Err() error { return r.err }
+
+// entflakeRefSet returns v, to set in a field marked
+// entflakemixin.JSONString() (label, Type.field) by an upsert's update, or
+// an entflakeRefused for 0 or a negative id. Another value (an expression
+// such as sql.Expr) is the caller's to answer for, as in any update.
+func entflakeRefSet(label string, v any) any {
+	var id int64
+	switch x := v.(type) {
+	case int64:
+		id = x
+	case int:
+		id = int64(x)
+	default:
+		return v
+	}
+	if id > 0 {
+		return v
+	}
+	return &entflakeRefused{entflakeRefError(label, id)}
+}
+
+// entflakeRefusals is the conflict option, after the caller's, of an
+// upsert of an entity type with fields marked entflakemixin.JSONString():
+// it keeps in refused the error of the first value that the update's Set
+// or Add refused (entflakeRefused), for the hook to return (entflakeRefs).
+func entflakeRefusals(refused *error) sql.ConflictOption {
+	return sql.ResolveWith(func(s *sql.UpdateSet) {
+		_, args := s.UpdateBuilder.Query()
+		for _, a := range args {
+			if r, ok := a.(*entflakeRefused); ok && *refused == nil {
+				*refused = r.err
+			}
+		}
+	})
+}
+
+// Set sets column to v in the update of an upsert of Account, as
+// sql.UpdateSet.Set does; the setters of AccountUpsert, AccountUpsertOne and
+// AccountUpsertBulk call it. It refuses 0 and negative ids in the fields
+// marked entflakemixin.JSONString(), as a create or an update does: the
+// statement is not sent, and its Exec returns an error that wraps
+// entflake.ErrInvalidID and names the field.
+func (u *AccountUpsert) Set(column string, v any) *sql.UpdateSet {
+	switch column {
+	case "owner_id":
+		v = entflakeRefSet("Account.owner_id", v)
+	}
+	return u.UpdateSet.Set(column, v)
+}
+
+// Add adds v to column in the update of an upsert of Account, as
+// sql.UpdateSet.Add does, but refuses it on the fields marked
+// entflakemixin.JSONString() (see entflakeAddError), as an update does,
+// the way Set refuses an id.
+func (u *AccountUpsert) Add(column string, v any) *sql.UpdateSet {
+	switch column {
+	case "owner_id":
+		return u.UpdateSet.Set(column, &entflakeRefused{entflakeAddError("Account.owner_id", v)})
+	}
+	return u.UpdateSet.Add(column, v)
+}
+
+// Set sets column to v in the update of an upsert of Transfer, as
+// sql.UpdateSet.Set does; the setters of TransferUpsert, TransferUpsertOne and
+// TransferUpsertBulk call it. It refuses 0 and negative ids in the fields
+// marked entflakemixin.JSONString(), as a create or an update does: the
+// statement is not sent, and its Exec returns an error that wraps
+// entflake.ErrInvalidID and names the field.
+func (u *TransferUpsert) Set(column string, v any) *sql.UpdateSet {
+	switch column {
+	case "account_id":
+		v = entflakeRefSet("Transfer.account_id", v)
+	}
+	return u.UpdateSet.Set(column, v)
+}
+
+// Add adds v to column in the update of an upsert of Transfer, as
+// sql.UpdateSet.Add does, but refuses it on the fields marked
+// entflakemixin.JSONString() (see entflakeAddError), as an update does,
+// the way Set refuses an id.
+func (u *TransferUpsert) Add(column string, v any) *sql.UpdateSet {
+	switch column {
+	case "account_id":
+		return u.UpdateSet.Set(column, &entflakeRefused{entflakeAddError("Transfer.account_id", v)})
+	}
+	return u.UpdateSet.Add(column, v)
 }
 
 // entflakeUnmarshalJSON is json.Unmarshal, for the generated UnmarshalJSON,

@@ -42,6 +42,9 @@ type AccountMutation struct {
 	done          bool
 	oldValue      func(context.Context) (*Account, error)
 	predicates    []predicate.Account
+	// entflakeRefused is the error of a value that an upsert's Set or Add
+	// refused, kept whole for the hook to return (entflakeRefusals).
+	entflakeRefused error
 	// entflakeBatch are the builders of the CreateBulk whose INSERT the
 	// mutation ran in, if any (entflakeStatement). A pointer: one word
 	// more in every mutation, not three.
@@ -492,6 +495,9 @@ type TransferMutation struct {
 	done          bool
 	oldValue      func(context.Context) (*Transfer, error)
 	predicates    []predicate.Transfer
+	// entflakeRefused is the error of a value that an upsert's Set or Add
+	// refused, kept whole for the hook to return (entflakeRefusals).
+	entflakeRefused error
 	// entflakeBatch are the builders of the CreateBulk whose INSERT the
 	// mutation ran in, if any (entflakeStatement). A pointer: one word
 	// more in every mutation, not three.
