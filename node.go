@@ -10,6 +10,8 @@ import (
 
 	"entgo.io/ent/dialect"
 	entsql "entgo.io/ent/dialect/sql"
+
+	"github.com/entflake/entflake/internal/redact"
 )
 
 // NodeType is one entity type whose table FindNodes asks for an id. The
@@ -142,7 +144,9 @@ func FindNodes(ctx context.Context, drv dialect.Driver, g *Generator, types []No
 		chunk := ask[:min(limit, len(ask))]
 		ask = ask[len(chunk):]
 		if err := n.ask(ctx, drv, chunk); err != nil {
-			return n, fmt.Errorf("entflake: find nodes: %w", err)
+			// A connection the probe opens can fail with an answer
+			// that echoes the DSN's password (package redact).
+			return n, redact.Error(fmt.Errorf("entflake: find nodes: %w", err))
 		}
 		for _, id := range chunk {
 			if in := n.found[id]; len(in) == 1 && types[in[0]].Snowflake {
