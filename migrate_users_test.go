@@ -174,6 +174,14 @@ func TestMigrationUser(t *testing.T) {
 			}
 			planned, err = schemaCreate(ctx, entsql.OpenDB(c.dialect, perTableDB))
 			require.Error(t, err)
+			if dbtest.TiDB(t) {
+				// TiDB lists in information_schema.SCHEMATA no database
+				// that the user holds only table grants on: ent finds no
+				// schema to inspect and stops before it plans anything.
+				assert.Contains(t, err.Error(), `sql/schema: mysql: schema "" was not found`)
+				assert.Empty(t, planned)
+				return
+			}
 			assert.Contains(t, err.Error(), "Error 1142 (42000): ALTER command denied")
 			require.Len(t, planned, 1)
 			require.IsType(t, &atlas.ModifyTable{}, planned[0])
