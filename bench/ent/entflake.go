@@ -419,10 +419,53 @@ func entflakeEach(d string, opts []sql.ConflictOption, generated []bool) bool {
 	return strings.HasSuffix(q, " DO NOTHING") || found && strings.Contains(update, " WHERE ")
 }
 
+// entflakeSameColumns gives every row of a bulk upsert that runs per row
+// the columns of the batch: ent's one statement (sqlgraph.BatchCreate)
+// lists every column that any row sets, and a row that does not set one
+// inserts NULL there (not the column's default), which an update of new
+// values (UpdateNewValues, ResolveWithNewValues) then writes over the
+// stored row. An upsert of the row alone would name only its own columns
+// and leave the stored values: different data. The columns are the
+// fields' and the foreign keys of M2O and inverse O2O edges (the edge
+// columns on the row's own table), as sqlgraph's setTableColumns takes
+// them. A column a row lacks gets a NULL of no type: a NULL of type JSON
+// would be marshalled into the text null.
+func entflakeSameColumns(spec *sqlgraph.BatchCreateSpec) {
+	own := func(node *sqlgraph.CreateSpec, f func(string)) {
+		for _, fs := range node.Fields {
+			f(fs.Column)
+		}
+		for _, e := range node.Edges {
+			if e.Rel == sqlgraph.M2O || e.Rel == sqlgraph.O2O && (e.Inverse || e.Bidi) {
+				f(e.Columns[0])
+			}
+		}
+	}
+	var all []string
+	for _, node := range spec.Nodes {
+		own(node, func(c string) {
+			if !slices.Contains(all, c) {
+				all = append(all, c)
+			}
+		})
+	}
+	for _, node := range spec.Nodes {
+		var has []string
+		own(node, func(c string) { has = append(has, c) })
+		for _, c := range all {
+			if !slices.Contains(has, c) {
+				node.Fields = append(node.Fields, &sqlgraph.FieldSpec{Column: c})
+			}
+		}
+	}
+}
+
 // entflakeUpsertEach runs a bulk upsert (entflakeEach) as one upsert per
 // row, each with its edges, in one transaction (in the caller's, within a
 // savepoint, so that a failed row leaves none of the batch): every row and
-// its edges get the stored row's id, as a single upsert does. A row the
+// its edges get the stored row's id, as a single upsert does, and every
+// row names the columns of the batch, as ent's one statement does
+// (entflakeSameColumns). A row the
 // database skipped (DO NOTHING, or a false DO UPDATE ... WHERE, on
 // PostgreSQL and SQLite) is left without an id (spec.ID.Value nil, the
 // entity's ID 0); one that also had edges to add to other rows fails the
@@ -459,6 +502,7 @@ func entflakeUpsertEach(ctx context.Context, c *config, spec *sqlgraph.BatchCrea
 		}
 	}()
 	drv := entflakeTx{tx: tx, dialect: d}
+	entflakeSameColumns(spec)
 	opts := entflakeCallerOptions(d, spec.OnConflict) // once for the batch
 	n := len(opts)
 	for j, node := range spec.Nodes {

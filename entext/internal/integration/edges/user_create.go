@@ -45,6 +45,20 @@ func (_c *UserCreate) SetNillableAge(v *int) *UserCreate {
 	return _c
 }
 
+// SetNick sets the "nick" field.
+func (_c *UserCreate) SetNick(v string) *UserCreate {
+	_c.mutation.SetNick(v)
+	return _c
+}
+
+// SetNillableNick sets the "nick" field if the given value is not nil.
+func (_c *UserCreate) SetNillableNick(v *string) *UserCreate {
+	if v != nil {
+		_c.SetNick(*v)
+	}
+	return _c
+}
+
 // SetID sets the "id" field.
 func (_c *UserCreate) SetID(v int64) *UserCreate {
 	_c.mutation.SetID(v)
@@ -196,6 +210,10 @@ func (_c *UserCreate) createSpec() (*User, *sqlgraph.CreateSpec) {
 		_spec.SetField(user.FieldAge, field.TypeInt, value)
 		_node.Age = value
 	}
+	if value, ok := _c.mutation.Nick(); ok {
+		_spec.SetField(user.FieldNick, field.TypeString, value)
+		_node.Nick = &value
+	}
 	if nodes := _c.mutation.PetsIDs(); len(nodes) > 0 {
 		edge := &sqlgraph.EdgeSpec{
 			Rel:     sqlgraph.O2M,
@@ -326,6 +344,24 @@ func (u *UserUpsert) AddAge(v int) *UserUpsert {
 	return u
 }
 
+// SetNick sets the "nick" field.
+func (u *UserUpsert) SetNick(v string) *UserUpsert {
+	u.Set(user.FieldNick, v)
+	return u
+}
+
+// UpdateNick sets the "nick" field to the value that was provided on create.
+func (u *UserUpsert) UpdateNick() *UserUpsert {
+	u.SetExcluded(user.FieldNick)
+	return u
+}
+
+// ClearNick clears the value of the "nick" field.
+func (u *UserUpsert) ClearNick() *UserUpsert {
+	u.SetNull(user.FieldNick)
+	return u
+}
+
 // UpdateNewValues updates the mutable fields using the new values that were set on create except the ID field.
 // Using this option is equivalent to using:
 //
@@ -406,6 +442,27 @@ func (u *UserUpsertOne) AddAge(v int) *UserUpsertOne {
 func (u *UserUpsertOne) UpdateAge() *UserUpsertOne {
 	return u.Update(func(s *UserUpsert) {
 		s.UpdateAge()
+	})
+}
+
+// SetNick sets the "nick" field.
+func (u *UserUpsertOne) SetNick(v string) *UserUpsertOne {
+	return u.Update(func(s *UserUpsert) {
+		s.SetNick(v)
+	})
+}
+
+// UpdateNick sets the "nick" field to the value that was provided on create.
+func (u *UserUpsertOne) UpdateNick() *UserUpsertOne {
+	return u.Update(func(s *UserUpsert) {
+		s.UpdateNick()
+	})
+}
+
+// ClearNick clears the value of the "nick" field.
+func (u *UserUpsertOne) ClearNick() *UserUpsertOne {
+	return u.Update(func(s *UserUpsert) {
+		s.ClearNick()
 	})
 }
 
@@ -680,6 +737,27 @@ func (u *UserUpsertBulk) AddAge(v int) *UserUpsertBulk {
 func (u *UserUpsertBulk) UpdateAge() *UserUpsertBulk {
 	return u.Update(func(s *UserUpsert) {
 		s.UpdateAge()
+	})
+}
+
+// SetNick sets the "nick" field.
+func (u *UserUpsertBulk) SetNick(v string) *UserUpsertBulk {
+	return u.Update(func(s *UserUpsert) {
+		s.SetNick(v)
+	})
+}
+
+// UpdateNick sets the "nick" field to the value that was provided on create.
+func (u *UserUpsertBulk) UpdateNick() *UserUpsertBulk {
+	return u.Update(func(s *UserUpsert) {
+		s.UpdateNick()
+	})
+}
+
+// ClearNick clears the value of the "nick" field.
+func (u *UserUpsertBulk) ClearNick() *UserUpsertBulk {
+	return u.Update(func(s *UserUpsert) {
+		s.ClearNick()
 	})
 }
 
