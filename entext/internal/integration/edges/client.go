@@ -71,6 +71,8 @@ type (
 
 		// entflake assigns the IDs of entity types with the SnowflakeID mixin.
 		entflake interface{ NextID() (int64, error) }
+		// entflakeServer is what the client learned of its server (entflakeBulkPath).
+		entflakeServer *entflakeServer
 	}
 	// Option function to configure the client.
 	Option func(*config)
@@ -79,6 +81,7 @@ type (
 // newConfig creates a new config for the client.
 func newConfig(opts ...Option) config {
 	cfg := config{log: log.Println, hooks: &hooks{}, inters: &inters{}}
+	cfg.entflakeServer = &entflakeServer{}
 	cfg.hooks.Card = append(cfg.hooks.Card, entflakeIDs)
 	cfg.hooks.Group = append(cfg.hooks.Group, entflakeIDs)
 	cfg.hooks.Pet = append(cfg.hooks.Pet, entflakeIDs)

@@ -5,11 +5,13 @@ package schemacfg
 import (
 	"context"
 	stdsql "database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"strings"
+	"sync"
 
 	"entgo.io/ent"
 	"entgo.io/ent/dialect"
@@ -344,10 +346,12 @@ func entflakeClause(d string, opts ...sql.ConflictOption) string {
 }
 
 // entflakeKeepBatchID is entflakeUpsertID for a bulk upsert that runs as
-// one statement (PostgreSQL and SQLite, an update of every row): the id
-// keeps its stored value, and if the hook generated every row's id
-// (guard), a row that already holds the proposed one (excluded.id) stops
-// the statement, as entflakeUpsertID does for one row.
+// one statement (PostgreSQL and SQLite, and MariaDB with RETURNING, see
+// entflakeBulkPath): the id keeps its stored value, and if the hook
+// generated every row's id (guard), a row that already holds the id
+// proposed for it (excluded.id; VALUES(id) on MySQL, the value the batch
+// row that met it would have inserted) stops the statement, as
+// entflakeUpsertID does for one row.
 func entflakeKeepBatchID(d, column string, guard bool) sql.ConflictOption {
 	return sql.ResolveWith(func(s *sql.UpdateSet) {
 		if !guard {
@@ -355,6 +359,9 @@ func entflakeKeepBatchID(d, column string, guard bool) sql.ConflictOption {
 			return
 		}
 		c, proposed := s.Table().C(column), sql.Dialect(d).Table("excluded").C(column)
+		if d == dialect.MySQL {
+			proposed = "VALUES(" + c + ")"
+		}
 		s.Set(column, sql.Expr(fmt.Sprintf("CASE WHEN %s = %s THEN %s ELSE %s END", c, proposed, entflakeOverflow(d, c), c)))
 	})
 }
@@ -379,24 +386,117 @@ func entflakeBefore[C any](o func(C), f func()) func(C) {
 	}
 }
 
-// entflakeEach reports whether a bulk upsert with the conflict options
-// opts must run as one INSERT per row. One multi-row INSERT cannot tell
-// each row's stored id where the database does not return every row, in
-// order: on MySQL (no RETURNING; the OK packet has one id), and where
-// PostgreSQL and SQLite return only some rows (DO NOTHING, or DO UPDATE
-// with a WHERE), which sqlgraph would number by position, attaching a
-// skipped row's id and edges to the next row. The options are rendered on
-// a scratch INSERT to see which clause they make. generated tells, row by
-// row, whether the hook generated the id.
-func entflakeEach(d string, opts []sql.ConflictOption, generated []bool) bool {
-	if d == dialect.MySQL || slices.Contains(generated, true) && slices.Contains(generated, false) {
-		// A batch that mixes generated ids with ids the caller set: only the
-		// former get the guard (entflakeUpsertID), row by row.
-		return true
+// The ways a bulk upsert runs (entflakeBulkPath).
+const (
+	// entflakeOneStatement: ent's own multi-row INSERT, whose RETURNING
+	// (PostgreSQL, SQLite) gives every row's stored id, in order.
+	entflakeOneStatement = iota
+	// entflakeReturning: MariaDB's multi-row INSERT ... ON DUPLICATE KEY
+	// UPDATE ... RETURNING (entflakeBulkReturning).
+	entflakeReturning
+	// entflakePerRow: one upsert per row (entflakeUpsertEach).
+	entflakePerRow
+)
+
+// entflakeBulkPath returns how a bulk upsert with the conflict options opts
+// runs, and, for the per-row path, why. One multi-row INSERT numbers its
+// rows only where the database returns every row, in order:
+//
+//   - PostgreSQL and SQLite return a row for each row inserted or updated,
+//     but none for a row that DO NOTHING, or DO UPDATE ... WHERE, skipped;
+//     sqlgraph numbers the returned rows by position, so it would give a
+//     skipped row's id and edges to the next row: such a batch runs per row.
+//   - MariaDB 10.5 and later accept RETURNING on INSERT ... ON DUPLICATE KEY
+//     UPDATE and return one row per VALUES row, in order, with the stored
+//     id of a row that was updated (also by an update that changes nothing,
+//     and for two batch rows that meet one stored row): one statement.
+//   - MySQL and TiDB have no RETURNING, and the OK packet holds one id: per
+//     row (the server is asked once per client, entflakeServer).
+//   - A batch that mixes ids the hook generated with ids the caller set runs
+//     per row, each row with its own guard (entflakeUpsertID).
+//
+// The options are rendered on a scratch INSERT to see which clause they
+// make.
+func entflakeBulkPath(ctx context.Context, c *config, opts []sql.ConflictOption, generated []bool) (path int, why string, err error) {
+	d := c.driver.Dialect()
+	if slices.Contains(generated, true) && slices.Contains(generated, false) {
+		// Only the generated ids get the guard, and the tripwire looks up
+		// the ids of a refused statement (entflake.Insert.Upsert) only when
+		// all of them are generated: an id the caller set may update its row.
+		return entflakePerRow, "the batch mixes generated ids with ids the caller set", nil
+	}
+	if d == dialect.MySQL {
+		ok, err := c.entflakeServer.returning(ctx, c.driver)
+		switch {
+		case err != nil:
+			return 0, "", err
+		case !ok:
+			return entflakePerRow, "the server has no RETURNING on INSERT (MySQL, TiDB, MariaDB before 10.5)", nil
+		}
+		return entflakeReturning, "", nil
 	}
 	q := entflakeClause(d, opts...)
 	_, update, found := strings.Cut(q, " DO UPDATE SET ")
-	return strings.HasSuffix(q, " DO NOTHING") || found && strings.Contains(update, " WHERE ")
+	switch {
+	case strings.HasSuffix(q, " DO NOTHING"):
+		return entflakePerRow, "DO NOTHING returns no row for a row it skips", nil
+	case found && strings.Contains(update, " WHERE "):
+		return entflakePerRow, "DO UPDATE ... WHERE returns no row for a row it skips", nil
+	}
+	return entflakeOneStatement, "", nil
+}
+
+// entflakeServer is what a client learned of its MySQL-dialect server: one
+// per client (shared by its copies: transactions, Debug), filled at the
+// first bulk upsert.
+type entflakeServer struct {
+	mu        sync.Mutex
+	known     bool
+	hasReturn bool
+}
+
+// returning reports whether the server accepts RETURNING on INSERT ... ON
+// DUPLICATE KEY UPDATE: MariaDB from 10.5 (its VERSION() is
+// "10.11.19-MariaDB-...", or with a "5.5.5-" prefix behind some proxies).
+// MySQL 8 ("8.0.36") and TiDB ("8.0.11-TiDB-v7.5.0") have no RETURNING. The
+// answer is kept; an error is not.
+func (s *entflakeServer) returning(ctx context.Context, drv dialect.ExecQuerier) (bool, error) {
+	if s != nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.known {
+			return s.hasReturn, nil
+		}
+	}
+	rows := &sql.Rows{}
+	if err := drv.Query(ctx, "SELECT VERSION()", []any{}, rows); err != nil {
+		return false, fmt.Errorf("entflake: the server's version: %w", err)
+	}
+	var v string
+	err := sql.ScanOne(rows, &v)
+	rows.Close()
+	if err != nil {
+		return false, fmt.Errorf("entflake: the server's version: %w", err)
+	}
+	ok := entflakeMariaDBReturning(v)
+	if s != nil {
+		s.known, s.hasReturn = true, ok
+	}
+	return ok, nil
+}
+
+// entflakeMariaDBReturning reports whether a MySQL-dialect server's
+// VERSION() names MariaDB 10.5 or later.
+func entflakeMariaDBReturning(version string) bool {
+	if !strings.Contains(version, "-MariaDB") {
+		return false
+	}
+	version = strings.TrimPrefix(version, "5.5.5-")
+	var major, minor int
+	if _, err := fmt.Sscanf(version, "%d.%d", &major, &minor); err != nil {
+		return false
+	}
+	return major > 10 || major == 10 && minor >= 5
 }
 
 // entflakeSameColumns gives every row of a bulk upsert that runs per row
@@ -440,18 +540,178 @@ func entflakeSameColumns(spec *sqlgraph.BatchCreateSpec) {
 	}
 }
 
-// entflakeUpsertEach runs a bulk upsert (entflakeEach) as one upsert per
-// row, each with its edges, in one transaction (in the caller's, within a
-// savepoint, so that a failed row leaves none of the batch): every row and
-// its edges get the stored row's id, as a single upsert does, and every
-// row names the columns of the batch, as ent's one statement does
-// (entflakeSameColumns). A row the
+// entflakeBulkReturning runs a bulk upsert on MariaDB as ent's one
+// multi-row INSERT, with RETURNING added, in the same transaction as its
+// edges (entflakeBulkPath): sqlgraph.BatchCreate assembles the statement
+// and writes the edges, on a driver (entflakeReturningDriver) that runs
+// the INSERT, the first statement BatchCreate sends, as a query with
+// RETURNING and gives each row the id returned for it before BatchCreate
+// writes the edges. The id column's update is the batch guard
+// (entflakeKeepBatchID): MariaDB's ON DUPLICATE KEY UPDATE fires on the
+// primary key whatever else conflicts, and VALUES(id) is the id proposed
+// by the batch row that met the stored one. An error is ent's, as
+// BatchCreate's would be.
+func entflakeBulkReturning(ctx context.Context, c *config, spec *sqlgraph.BatchCreateSpec, generated []bool) error {
+	d := c.driver.Dialect()
+	column := spec.Nodes[0].ID.Column
+	spec.OnConflict = append(entflakeCallerOptions(d, spec.OnConflict), entflakeKeepBatchID(d, column, !slices.Contains(generated, false)))
+	// sqlgraph reads a batch's ids from LAST_INSERT_ID only for a numeric
+	// id type: these come from RETURNING.
+	entflakeKeepBatchIDs(d, spec)
+	run := func(drv dialect.Driver) error {
+		r := &entflakeReturningDriver{Driver: drv, spec: spec, column: column}
+		err := sqlgraph.BatchCreate(ctx, r, spec)
+		if err == nil && !r.done {
+			err = fmt.Errorf("schemacfg: bulk upsert into %s: the INSERT was not run", spec.Nodes[0].Table)
+		}
+		if err != nil && sqlgraph.IsConstraintError(err) {
+			err = &ConstraintError{msg: err.Error(), wrap: err}
+		}
+		return err
+	}
+	if entflakeInTx(c) == nil || !entflakeExternalEdges(spec) {
+		// BatchCreate opens a transaction for edges in other tables, and the
+		// INSERT alone is one statement: all or nothing.
+		return run(c.driver)
+	}
+	// In the caller's transaction, BatchCreate's is that one, which it
+	// cannot roll back: an edge it then refuses would leave the rows.
+	return entflakeBatchTx(ctx, c, run)
+}
+
+// entflakeExternalEdges reports whether a batch adds edges whose rows are
+// in other tables (M2M, O2M, O2O from this side), written after the INSERT.
+func entflakeExternalEdges(spec *sqlgraph.BatchCreateSpec) bool {
+	for _, node := range spec.Nodes {
+		for _, e := range node.Edges {
+			if e.Rel == sqlgraph.M2M || e.Rel == sqlgraph.O2M || e.Rel == sqlgraph.O2O && !e.Inverse {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// entflakeReturningDriver is the driver of entflakeBulkReturning: its
+// first statement, or its transaction's, is the batch's INSERT, which it
+// runs with RETURNING; every other statement passes through.
+type entflakeReturningDriver struct {
+	dialect.Driver
+	spec   *sqlgraph.BatchCreateSpec
+	column string
+	done   bool
+}
+
+// Exec implements dialect.Driver.
+func (r *entflakeReturningDriver) Exec(ctx context.Context, query string, args, v any) error {
+	return r.exec(ctx, r.Driver, query, args, v)
+}
+
+// Tx implements dialect.Driver: sqlgraph opens one for a batch with edges.
+func (r *entflakeReturningDriver) Tx(ctx context.Context) (dialect.Tx, error) {
+	tx, err := r.Driver.Tx(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return entflakeReturningTx{Tx: tx, r: r}, nil
+}
+
+// exec runs the batch's INSERT with RETURNING, on drv, and every other
+// statement as it is. MariaDB returns one row per VALUES row, in order.
+func (r *entflakeReturningDriver) exec(ctx context.Context, drv dialect.ExecQuerier, query string, args, v any) error {
+	if r.done || !strings.HasPrefix(query, "INSERT INTO ") {
+		return drv.Exec(ctx, query, args, v)
+	}
+	r.done = true
+	rows := &sql.Rows{}
+	if err := drv.Query(ctx, query+" RETURNING `"+strings.ReplaceAll(r.column, "`", "``")+"`", args, rows); err != nil {
+		return err
+	}
+	defer rows.Close()
+	n := 0
+	for ; rows.Next(); n++ {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return err
+		}
+		if n < len(r.spec.Nodes) {
+			r.spec.Nodes[n].ID.Value = id
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if n != len(r.spec.Nodes) {
+		return fmt.Errorf("schemacfg: bulk upsert into %s: RETURNING gave %d rows for %d", r.spec.Nodes[0].Table, n, len(r.spec.Nodes))
+	}
+	if res, ok := v.(*sql.Result); ok {
+		*res = driver.RowsAffected(n)
+	}
+	return nil
+}
+
+// entflakeReturningTx is the transaction of an entflakeReturningDriver.
+type entflakeReturningTx struct {
+	dialect.Tx
+	r *entflakeReturningDriver
+}
+
+// Exec implements dialect.Tx.
+func (t entflakeReturningTx) Exec(ctx context.Context, query string, args, v any) error {
+	return t.r.exec(ctx, t.Tx, query, args, v)
+}
+
+// entflakeUpsertEach runs a bulk upsert (entflakePerRow, see
+// entflakeBulkPath) as one upsert per row, each with its edges, in one
+// transaction (in the caller's, within a savepoint, so that a failed row
+// leaves none of the batch): every row and its edges get the stored row's
+// id, as a single upsert does, and every row names the columns of the
+// batch, as ent's one statement does (entflakeSameColumns). A row the
 // database skipped (DO NOTHING, or a false DO UPDATE ... WHERE, on
 // PostgreSQL and SQLite) is left without an id (spec.ID.Value nil, the
 // entity's ID 0); one that also had edges to add to other rows fails the
 // batch with entflake.ErrSkippedEdges, since the row they name was not
 // written. generated[j] reports whether the hook generated the id of row j.
-func entflakeUpsertEach(ctx context.Context, c *config, spec *sqlgraph.BatchCreateSpec, generated []bool) (err error) {
+func entflakeUpsertEach(ctx context.Context, c *config, spec *sqlgraph.BatchCreateSpec, generated []bool) error {
+	return entflakeBatchTx(ctx, c, func(drv dialect.Driver) error {
+		d := drv.Dialect()
+		entflakeSameColumns(spec)
+		opts := entflakeCallerOptions(d, spec.OnConflict) // once for the batch
+		n := len(opts)
+		for j, node := range spec.Nodes {
+			id, _ := node.ID.Value.(int64)
+			node.OnConflict = append(opts[:n:n], entflakeUpsertID(d, node, generated[j]))
+			err := sqlgraph.CreateNode(ctx, drv, node)
+			switch {
+			case err == nil:
+				continue
+			case d != dialect.MySQL && errors.Is(err, stdsql.ErrNoRows):
+				// RETURNING gave no row: the database skipped this one.
+				for _, e := range node.Edges {
+					if e.Rel == sqlgraph.M2M || e.Rel == sqlgraph.O2M || e.Rel == sqlgraph.O2O && !e.Inverse {
+						return fmt.Errorf("schemacfg: bulk upsert into %s: %w: row %d (id %d) conflicted and was skipped, so its %s edge "+
+							"names no stored row; use an update resolution (UpdateNewValues, Ignore), or add the edges afterwards",
+							node.Table, entflake.ErrSkippedEdges, j, id, e.Table)
+					}
+				}
+				node.ID.Value = nil
+			default:
+				in := entflake.Insert{Table: node.Table, Schema: node.Schema, Column: node.ID.Column, IDs: []int64{id}, Upsert: generated[j]}
+				if sqlgraph.IsConstraintError(err) {
+					err = &ConstraintError{msg: err.Error(), wrap: err}
+				}
+				return entflakeTrip(ctx, c, in, err)
+			}
+		}
+		return nil
+	})
+}
+
+// entflakeBatchTx runs f, which writes a batch, in one transaction: a new
+// one, or the caller's within a savepoint, so that a batch that fails
+// leaves none of its rows in it, as one multi-row INSERT would. f gets the
+// transaction as a driver (entflakeTx).
+func entflakeBatchTx(ctx context.Context, c *config, f func(dialect.Driver) error) (err error) {
 	d := c.driver.Dialect()
 	nested := entflakeInTx(c) != nil
 	var tx dialect.Tx = dialect.NopTx(c.driver)
@@ -481,36 +741,7 @@ func entflakeUpsertEach(ctx context.Context, c *config, spec *sqlgraph.BatchCrea
 			}
 		}
 	}()
-	drv := entflakeTx{tx: tx, dialect: d}
-	entflakeSameColumns(spec)
-	opts := entflakeCallerOptions(d, spec.OnConflict) // once for the batch
-	n := len(opts)
-	for j, node := range spec.Nodes {
-		id, _ := node.ID.Value.(int64)
-		node.OnConflict = append(opts[:n:n], entflakeUpsertID(d, node, generated[j]))
-		err := sqlgraph.CreateNode(ctx, drv, node)
-		switch {
-		case err == nil:
-			continue
-		case d != dialect.MySQL && errors.Is(err, stdsql.ErrNoRows):
-			// RETURNING gave no row: the database skipped this one.
-			for _, e := range node.Edges {
-				if e.Rel == sqlgraph.M2M || e.Rel == sqlgraph.O2M || e.Rel == sqlgraph.O2O && !e.Inverse {
-					return fmt.Errorf("schemacfg: bulk upsert into %s: %w: row %d (id %d) conflicted and was skipped, so its %s edge "+
-						"names no stored row; use an update resolution (UpdateNewValues, Ignore), or add the edges afterwards",
-						node.Table, entflake.ErrSkippedEdges, j, id, e.Table)
-				}
-			}
-			node.ID.Value = nil
-		default:
-			in := entflake.Insert{Table: node.Table, Schema: node.Schema, Column: node.ID.Column, IDs: []int64{id}, Upsert: generated[j]}
-			if sqlgraph.IsConstraintError(err) {
-				err = &ConstraintError{msg: err.Error(), wrap: err}
-			}
-			return entflakeTrip(ctx, c, in, err)
-		}
-	}
-	return nil
+	return f(entflakeTx{tx: tx, dialect: d})
 }
 
 // entflakeTx is a transaction as a driver, for sqlgraph.CreateNode, which
