@@ -288,3 +288,64 @@ func TestUpsertBatches(t *testing.T) {
 		assert.LessOrEqual(t, drv.versions.Load(), int64(1), "the server's version, asked once per client")
 	})
 }
+
+// TestUpsertBatchesOnID: a bulk upsert whose ids the caller set, half of
+// them stored rows' ids, with the id as the conflict target: every row
+// that meets a stored row by its id updates it (the caller asked for that
+// id: no guard), the others are inserted, every entity keeps the id it
+// was given, and the batch is one statement on MariaDB, PostgreSQL and
+// SQLite (per row on TiDB).
+func TestUpsertBatchesOnID(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		e := openEdges(t, b, true)
+		drv := newCounted(e.drv)
+		users := edges.NewClient(edges.Driver(drv), edges.IDGenerator(e.gen))
+		tidb := b.Dialect == dialect.MySQL && dbtest.TiDB(t)
+		ctx := context.Background()
+		for _, size := range []int{2, 100} {
+			t.Run(fmt.Sprint(size), func(t *testing.T) {
+				var stored []*edges.UserCreate
+				for j := range size / 2 {
+					stored = append(stored, e.User.Create().SetName(fmt.Sprintf("stored-%d-%d", size, j)).SetNick("old"))
+				}
+				old := e.User.CreateBulk(stored...).SaveX(ctx)
+				cs := make([]*edges.UserCreate, size)
+				want := make([]int64, size)
+				for i := range cs {
+					if i%2 == 0 {
+						want[i] = old[i/2].ID
+					} else {
+						id, err := users.NextID()
+						require.NoError(t, err)
+						want[i] = id
+					}
+					cs[i] = users.User.Create().SetID(want[i]).SetName(fmt.Sprintf("new-%d-%d", size, i))
+				}
+				drv.n.Store(0)
+				err := users.User.CreateBulk(cs...).OnConflictColumns(user.FieldID).UpdateNewValues().Exec(ctx)
+				require.NoError(t, err)
+				statements := drv.n.Load()
+				for i, c := range cs {
+					id, _ := c.Mutation().ID()
+					assert.Equal(t, want[i], id, "row %d", i)
+					u := e.User.GetX(ctx, want[i])
+					assert.Equal(t, fmt.Sprintf("new-%d-%d", size, i), u.Name, "row %d", i)
+					if i%2 == 0 {
+						// No row sets a nick: the statement has no such column to
+						// update, as ent's would not.
+						require.NotNil(t, u.Nick, "row %d", i)
+						assert.Equal(t, "old", *u.Nick, "row %d", i)
+					} else {
+						assert.Nil(t, u.Nick, "row %d", i)
+					}
+				}
+				assert.Equal(t, size, e.User.Query().Where(user.NameHasPrefix(fmt.Sprintf("new-%d-", size))).CountX(ctx))
+				wantStatements := int64(1)
+				if tidb {
+					wantStatements = int64(size)
+				}
+				assert.Equal(t, wantStatements, statements, "statements per batch")
+			})
+		}
+	})
+}
