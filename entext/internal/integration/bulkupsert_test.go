@@ -349,3 +349,50 @@ func TestUpsertBatchesOnID(t *testing.T) {
 		}
 	})
 }
+
+// TestUpsertBatchesLog: a bulk upsert that runs per row says why through
+// ent's debug log (Client.Debug), and one that runs as one statement says
+// nothing of the kind.
+func TestUpsertBatchesLog(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		e := openEdges(t, b, true)
+		var logged []string
+		client := edges.NewClient(edges.Driver(e.drv), edges.IDGenerator(e.gen), edges.Debug(),
+			edges.Log(func(v ...any) { logged = append(logged, fmt.Sprint(v...)) }))
+		ctx := context.Background()
+		perRow := func() []string {
+			var out []string
+			for _, l := range logged {
+				if strings.Contains(l, "runs one upsert per row") {
+					out = append(out, l)
+				}
+			}
+			logged = nil
+			return out
+		}
+		client.User.CreateBulk(client.User.Create().SetName("a"), client.User.Create().SetName("b")).
+			OnConflictColumns(user.FieldName).UpdateNewValues().ExecX(ctx)
+		tidb := b.Dialect == dialect.MySQL && dbtest.TiDB(t)
+		if tidb {
+			assert.Len(t, perRow(), 1, "TiDB has no RETURNING")
+		} else {
+			assert.Empty(t, perRow(), "one statement")
+		}
+
+		id, err := client.NextID()
+		require.NoError(t, err)
+		client.User.CreateBulk(client.User.Create().SetName("a").SetID(id), client.User.Create().SetName("c")).
+			OnConflictColumns(user.FieldName).UpdateNewValues().ExecX(ctx)
+		if lines := perRow(); assert.Len(t, lines, 1) && !tidb {
+			assert.Contains(t, lines[0], "mixes generated ids with ids the caller set")
+		}
+
+		if b.Dialect != dialect.MySQL {
+			client.User.CreateBulk(client.User.Create().SetName("a"), client.User.Create().SetName("d")).
+				OnConflictColumns(user.FieldName).DoNothing().ExecX(ctx)
+			if lines := perRow(); assert.Len(t, lines, 1) {
+				assert.Contains(t, lines[0], "DO NOTHING")
+			}
+		}
+	})
+}
