@@ -394,6 +394,10 @@ const (
 	entflakeReturning
 	// entflakePerRow: one upsert per row (entflakeUpsertEach).
 	entflakePerRow
+	// entflakeSelectBack: MySQL's and TiDB's multi-row INSERT, then one
+	// SELECT that finds each row's stored row (entflakeBulkSelect), or, where
+	// that cannot be certain, one upsert per row.
+	entflakeSelectBack
 )
 
 // entflakeBulkPath returns how a bulk upsert with the conflict options opts
@@ -408,8 +412,10 @@ const (
 //     UPDATE and return one row per VALUES row, in order, with the stored
 //     id of a row that was updated (also by an update that changes nothing,
 //     and for two batch rows that meet one stored row): one statement.
-//   - MySQL and TiDB have no RETURNING, and the OK packet holds one id: per
-//     row (the server is asked once per client, entflakeServer).
+//   - MySQL and TiDB have no RETURNING, and the OK packet holds one id: the
+//     INSERT, then a SELECT of the stored rows by the table's unique keys
+//     (entflakeBulkSelect), in one transaction; per row where the SELECT
+//     cannot tell. The server is asked once per client (entflakeServer).
 //   - A batch that mixes ids the hook generated with ids the caller set runs
 //     per row, each row with its own guard (entflakeUpsertID).
 //
@@ -429,7 +435,7 @@ func entflakeBulkPath(ctx context.Context, c *config, opts []sql.ConflictOption,
 		case err != nil:
 			return 0, "", err
 		case !ok:
-			return entflakePerRow, "the server has no RETURNING on INSERT (MySQL, TiDB, MariaDB before 10.5)", nil
+			return entflakeSelectBack, "", nil
 		}
 		return entflakeReturning, "", nil
 	}
@@ -451,6 +457,71 @@ type entflakeServer struct {
 	mu        sync.Mutex
 	known     bool
 	hasReturn bool
+	// keys are the unique keys of a table other than its primary key, by
+	// schema and table (entflakeUniqueKeys).
+	keys map[[2]string]entflakeKeys
+}
+
+// entflakeKeys are the unique keys of a table, each a list of columns; ok
+// is false when one of them is not made of whole columns (a prefix or an
+// expression), which the SELECT of entflakeBulkSelect cannot compare.
+type entflakeKeys struct {
+	keys [][]string
+	ok   bool
+}
+
+// uniqueKeys returns the unique keys of table (in schema, or the
+// connection's database), other than the primary key, as the server has
+// them: its information_schema.STATISTICS (MySQL, MariaDB and TiDB), which
+// also lists a unique index made outside ent's schema. The answer is kept
+// per client: an index added later is not seen until the client is made
+// again.
+func (s *entflakeServer) uniqueKeys(ctx context.Context, drv dialect.ExecQuerier, schema, table string) (entflakeKeys, error) {
+	if s != nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if k, ok := s.keys[[2]string{schema, table}]; ok {
+			return k, nil
+		}
+	}
+	rows := &sql.Rows{}
+	err := drv.Query(ctx, "SELECT INDEX_NAME, COLUMN_NAME, SUB_PART FROM information_schema.STATISTICS "+
+		"WHERE TABLE_SCHEMA = COALESCE(NULLIF(?, ''), DATABASE()) AND TABLE_NAME = ? AND NON_UNIQUE = 0 AND INDEX_NAME <> 'PRIMARY' "+
+		"ORDER BY INDEX_NAME, SEQ_IN_INDEX", []any{schema, table}, rows)
+	if err != nil {
+		return entflakeKeys{}, fmt.Errorf("entflake: the unique keys of %s: %w", table, err)
+	}
+	defer rows.Close()
+	k := entflakeKeys{ok: true}
+	last := ""
+	for rows.Next() {
+		var (
+			index  string
+			column stdsql.NullString
+			part   stdsql.NullInt64
+		)
+		if err := rows.Scan(&index, &column, &part); err != nil {
+			return entflakeKeys{}, fmt.Errorf("entflake: the unique keys of %s: %w", table, err)
+		}
+		if !column.Valid || part.Valid {
+			k.ok = false
+		}
+		if index != last || len(k.keys) == 0 {
+			k.keys = append(k.keys, nil)
+			last = index
+		}
+		k.keys[len(k.keys)-1] = append(k.keys[len(k.keys)-1], column.String)
+	}
+	if err := rows.Err(); err != nil {
+		return entflakeKeys{}, fmt.Errorf("entflake: the unique keys of %s: %w", table, err)
+	}
+	if s != nil {
+		if s.keys == nil {
+			s.keys = map[[2]string]entflakeKeys{}
+		}
+		s.keys[[2]string{schema, table}] = k
+	}
+	return k, nil
 }
 
 // returning reports whether the server accepts RETURNING on INSERT ... ON
@@ -575,6 +646,211 @@ func entflakeBulkReturning(ctx context.Context, c *config, spec *sqlgraph.BatchC
 	// In the caller's transaction, BatchCreate's is that one, which it
 	// cannot roll back: an edge it then refuses would leave the rows.
 	return entflakeBatchTx(ctx, c, run)
+}
+
+// errEntflakeUncertain stops entflakeBulkSelect's transaction when the
+// SELECT cannot tell a row's stored row: the batch then runs per row.
+var errEntflakeUncertain = errors.New("entflake: the stored row of a batch row is not certain")
+
+// entflakeBulkSelect runs a bulk upsert on MySQL or TiDB, which have no
+// RETURNING, in a constant number of statements: ent's multi-row INSERT
+// (sqlgraph.BatchCreate, with the batch guard, entflakeKeepBatchID), then,
+// in the same transaction, one SELECT that finds each row's stored row,
+// then the edges, which sqlgraph writes with those ids.
+//
+// A row of INSERT ... ON DUPLICATE KEY UPDATE is either inserted with its
+// own id, or it updates the stored row that holds its id or one of its
+// unique keys' values. The SELECT asks, per batch row, for the rows that
+// hold its id or the values of one of its unique keys (UNION ALL of one
+// branch per row, each comparing the columns with the row's values, so
+// the server's collations decide, as they did for the INSERT; a NULL
+// matches nothing, as it conflicts with nothing). The rows the INSERT
+// wrote are locked by this transaction until it ends, so the SELECT sees
+// them as the INSERT left them. Exactly one row found is the stored row;
+// none or two (a row that met two stored rows, or one the update moved
+// off the key it met it on) is uncertain, and the transaction is rolled
+// back and the batch runs per row (fallback, with why). The batch runs per
+// row from the start, without the INSERT, where the update may write a
+// unique key's column with anything but the row's own value or the stored
+// one (an Update(...) that sets it), or where a unique key is not made of
+// whole columns.
+func entflakeBulkSelect(ctx context.Context, c *config, spec *sqlgraph.BatchCreateSpec, generated []bool) (fallback bool, why string, err error) {
+	d := c.driver.Dialect()
+	first := spec.Nodes[0]
+	keys, err := c.entflakeServer.uniqueKeys(ctx, c.driver, first.Schema, first.Table)
+	switch {
+	case err != nil:
+		return false, "", err
+	case !keys.ok:
+		return true, "a unique key of the table is a prefix or an expression", nil
+	}
+	entflakeSameColumns(spec)
+	opts := append(entflakeCallerOptions(d, spec.OnConflict), entflakeKeepBatchID(d, first.ID.Column, !slices.Contains(generated, false)))
+	if col, ok := entflakeKeysKept(first, opts, keys.keys); !ok {
+		return true, fmt.Sprintf("the update may change the unique column %s", col), nil
+	}
+	callerOpts, types := spec.OnConflict, make([]field.Type, len(spec.Nodes))
+	for j, n := range spec.Nodes {
+		types[j] = n.ID.Type
+	}
+	spec.OnConflict = opts
+	entflakeKeepBatchIDs(d, spec)
+	err = entflakeBatchTx(ctx, c, func(drv dialect.Driver) error {
+		r := &entflakeSelectDriver{Driver: drv, spec: spec, keys: keys.keys}
+		err := sqlgraph.BatchCreate(ctx, r, spec)
+		if err == nil && !r.done {
+			err = fmt.Errorf("ent2: bulk upsert into %s: the INSERT was not run", first.Table)
+		}
+		return err
+	})
+	if errors.Is(err, errEntflakeUncertain) {
+		// Back to the batch as the caller made it, for entflakeUpsertEach.
+		spec.OnConflict = callerOpts
+		for j, n := range spec.Nodes {
+			n.ID.Type = types[j]
+		}
+		return true, err.Error(), nil
+	}
+	if err != nil && sqlgraph.IsConstraintError(err) {
+		err = &ConstraintError{msg: err.Error(), wrap: err}
+	}
+	return false, "", err
+}
+
+// entflakeKeysKept reports whether the conflict options opts leave every
+// column of the unique keys either as it is stored or set to the row's own
+// value (VALUES(c)), the two updates after which the stored row still
+// holds the key value the batch row met it on. They are rendered on a
+// scratch INSERT of node's table: an assignment to such a column that is
+// anything else (or that this cannot read) fails the test, with the column.
+func entflakeKeysKept(node *sqlgraph.CreateSpec, opts []sql.ConflictOption, keys [][]string) (string, bool) {
+	columns := []string{node.ID.Column}
+	for _, f := range node.Fields {
+		columns = append(columns, f.Column)
+	}
+	values := make([]any, len(columns))
+	q, _ := sql.Dialect(dialect.MySQL).Insert(node.Table).Columns(columns...).Values(values...).OnConflict(opts...).Query()
+	_, update, _ := strings.Cut(q, " ON DUPLICATE KEY UPDATE ")
+	table := "`" + node.Table + "`."
+	for _, key := range keys {
+		for _, c := range key {
+			target := "`" + c + "` = "
+			for rest := update; ; {
+				i := strings.Index(rest, target)
+				if i < 0 {
+					break
+				}
+				assigned := !strings.HasSuffix(rest[:i], ".")
+				rest = rest[i+len(target):]
+				if !assigned {
+					continue // the column read in an expression
+				}
+				if !strings.HasPrefix(rest, "VALUES(`"+c+"`)") && !strings.HasPrefix(rest, table+"`"+c+"`") {
+					return c, false
+				}
+			}
+		}
+	}
+	return "", true
+}
+
+// entflakeSelectDriver is the driver of entflakeBulkSelect, inside its
+// transaction: after the batch's INSERT, the first statement sqlgraph
+// sends, it runs the SELECT that finds the stored rows, and gives each row
+// the id found for it before sqlgraph writes the edges.
+type entflakeSelectDriver struct {
+	dialect.Driver
+	spec *sqlgraph.BatchCreateSpec
+	keys [][]string
+	done bool
+}
+
+// Tx implements dialect.Driver: the transaction is entflakeBulkSelect's.
+func (r *entflakeSelectDriver) Tx(context.Context) (dialect.Tx, error) { return dialect.NopTx(r), nil }
+
+// Exec implements dialect.Driver.
+func (r *entflakeSelectDriver) Exec(ctx context.Context, query string, args, v any) error {
+	if r.done || !strings.HasPrefix(query, "INSERT INTO ") {
+		return r.Driver.Exec(ctx, query, args, v)
+	}
+	r.done = true
+	if err := r.Driver.Exec(ctx, query, args, v); err != nil {
+		return err
+	}
+	return r.selectBack(ctx)
+}
+
+// selectBack finds each batch row's stored row (entflakeBulkSelect).
+func (r *entflakeSelectDriver) selectBack(ctx context.Context) error {
+	b := sql.Dialect(dialect.MySQL)
+	first := r.spec.Nodes[0]
+	var (
+		query strings.Builder
+		args  []any
+	)
+	for j, node := range r.spec.Nodes {
+		values := map[string]any{node.ID.Column: node.ID.Value}
+		for _, f := range node.Fields {
+			values[f.Column] = f.Value
+		}
+		for _, e := range node.Edges {
+			if e.Rel == sqlgraph.M2O || e.Rel == sqlgraph.O2O && (e.Inverse || e.Bidi) {
+				values[e.Columns[0]] = e.Target.Nodes[0]
+			}
+		}
+		preds := []*sql.Predicate{sql.EQ(node.ID.Column, node.ID.Value)}
+		for _, key := range r.keys {
+			var parts []*sql.Predicate
+			for _, c := range key {
+				v, ok := values[c]
+				if !ok || v == nil {
+					parts = nil // NULL meets nothing
+					break
+				}
+				parts = append(parts, sql.EQ(c, v))
+			}
+			if len(parts) > 0 {
+				preds = append(preds, sql.And(parts...))
+			}
+		}
+		sel := b.Select().AppendSelectExpr(sql.Expr(fmt.Sprint(j)), sql.Expr(b.Table(first.Table).C(first.ID.Column))).
+			From(b.Table(first.Table).Schema(first.Schema)).Where(sql.Or(preds...))
+		q, a := sel.Query()
+		if j > 0 {
+			query.WriteString(" UNION ALL ")
+		}
+		query.WriteString(q)
+		args = append(args, a...)
+	}
+	rows := &sql.Rows{}
+	if err := r.Driver.Query(ctx, query.String(), args, rows); err != nil {
+		return err
+	}
+	defer rows.Close()
+	found := make([]int64, len(r.spec.Nodes))
+	for rows.Next() {
+		var j, id int64
+		if err := rows.Scan(&j, &id); err != nil {
+			return err
+		}
+		switch {
+		case j < 0 || int(j) >= len(found):
+			return fmt.Errorf("ent2: bulk upsert into %s: the SELECT gave row %d of %d", first.Table, j, len(found))
+		case found[j] != 0 && found[j] != id:
+			return fmt.Errorf("%w: row %d holds the values of two stored rows (%d, %d)", errEntflakeUncertain, j, found[j], id)
+		}
+		found[j] = id
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for j, id := range found {
+		if id == 0 {
+			return fmt.Errorf("%w: no stored row holds the id or a unique key of row %d", errEntflakeUncertain, j)
+		}
+		r.spec.Nodes[j].ID.Value = id
+	}
+	return nil
 }
 
 // entflakeExternalEdges reports whether a batch adds edges whose rows are
