@@ -682,16 +682,17 @@ var errEntflakeUncertain = errors.New("entflake: the stored row of a batch row i
 //
 // A row of INSERT ... ON DUPLICATE KEY UPDATE is either inserted with its
 // own id, or it updates the stored row that holds its id or one of its
-// unique keys' values. The SELECT asks, per batch row, for the rows that
-// hold its id or the values of one of its unique keys (UNION ALL of one
-// branch per row, each comparing the columns with the row's values, so
-// the server's collations decide, as they did for the INSERT; a NULL
-// matches nothing, as it conflicts with nothing). The rows the INSERT
-// wrote are locked by this transaction until it ends, so the SELECT sees
-// them as the INSERT left them. Exactly one row found is the stored row;
-// none or two (a row that met two stored rows, or one the update moved
-// off the key it met it on) is uncertain, and the transaction is rolled
-// back and the batch runs per row (fallback, with why). The batch runs per
+// unique keys' values. The SELECT asks for the rows that hold one of the
+// batch's ids or the values of one of its unique keys (IN lists; a key
+// with a NULL is left out, as it conflicts with nothing), and each batch
+// row is matched with them (selectBack). The rows the INSERT wrote are
+// locked by this transaction until it ends, so the SELECT sees them as
+// the INSERT left them. Exactly one row found is the stored row; none or
+// two (a row that met two stored rows, or one the update moved off the
+// key it met it on, or whose key the server compared by a collation that
+// the byte-for-byte match here does not find) is uncertain, and the
+// transaction is rolled back and the batch runs per row (fallback, with
+// why). The batch runs per
 // row from the start, without the INSERT, where the update may write a
 // unique key's column with anything but the row's own value or the stored
 // one (an Update(...) that sets it), or where a unique key is not made of
@@ -783,7 +784,7 @@ func entflakeKeysKept(node *sqlgraph.CreateSpec, opts []sql.ConflictOption, keys
 type entflakeSelectDriver struct {
 	dialect.Driver
 	spec *sqlgraph.BatchCreateSpec
-	keys [][]string
+	keys [][]string // the table's unique keys but the primary key
 	done bool
 }
 
@@ -804,75 +805,194 @@ func (r *entflakeSelectDriver) Exec(ctx context.Context, query string, args, v a
 
 // selectBack finds each batch row's stored row (entflakeBulkSelect).
 func (r *entflakeSelectDriver) selectBack(ctx context.Context) error {
-	b := sql.Dialect(dialect.MySQL)
 	first := r.spec.Nodes[0]
-	var (
-		query strings.Builder
-		args  []any
-	)
+	quote := func(c string) string { return "`" + strings.ReplaceAll(c, "`", "``") + "`" }
+	// The batch rows' values of the id and of every unique key's columns.
+	columns := []string{first.ID.Column}
+	for _, key := range r.keys {
+		for _, c := range key {
+			if !slices.Contains(columns, c) {
+				columns = append(columns, c)
+			}
+		}
+	}
+	values := make([]map[string]any, len(r.spec.Nodes))
 	for j, node := range r.spec.Nodes {
-		values := map[string]any{node.ID.Column: node.ID.Value}
+		values[j] = map[string]any{node.ID.Column: node.ID.Value}
 		for _, f := range node.Fields {
-			values[f.Column] = f.Value
+			values[j][f.Column] = f.Value
 		}
 		for _, e := range node.Edges {
 			if e.Rel == sqlgraph.M2O || e.Rel == sqlgraph.O2O && (e.Inverse || e.Bidi) {
-				values[e.Columns[0]] = e.Target.Nodes[0]
+				values[j][e.Columns[0]] = e.Target.Nodes[0]
 			}
 		}
-		preds := []*sql.Predicate{sql.EQ(node.ID.Column, node.ID.Value)}
-		for _, key := range r.keys {
-			var parts []*sql.Predicate
+	}
+	// SELECT id, <key columns> FROM t WHERE id IN (...) UNION ALL SELECT ...
+	// WHERE (a, b) IN ((...), ...): one IN list per key, each answered by
+	// its index (an OR of the lists is a scan of the table on TiDB, whose
+	// planner does not merge indexes unless told). A key with a NULL meets
+	// nothing, and is left out. A stored row may come back more than once.
+	var (
+		q    strings.Builder
+		args []any
+	)
+	from := quote(first.Table)
+	if first.Schema != "" {
+		from = quote(first.Schema) + "." + from
+	}
+	selectList := make([]string, len(columns))
+	for i, c := range columns {
+		selectList[i] = quote(c)
+	}
+	branch := func(key []string) {
+		var (
+			list strings.Builder
+			n    int
+		)
+	rows:
+		for j := range r.spec.Nodes {
 			for _, c := range key {
-				v, ok := values[c]
-				if !ok || v == nil {
-					parts = nil // NULL meets nothing
-					break
+				if values[j][c] == nil {
+					continue rows
 				}
-				parts = append(parts, sql.EQ(c, v))
 			}
-			if len(parts) > 0 {
-				preds = append(preds, sql.And(parts...))
+			if n > 0 {
+				list.WriteString(", ")
+			}
+			n++
+			list.WriteString("(" + strings.TrimSuffix(strings.Repeat("?, ", len(key)), ", ") + ")")
+			for _, c := range key {
+				args = append(args, values[j][c])
 			}
 		}
-		sel := b.Select().AppendSelectExpr(sql.Expr(fmt.Sprint(j)), sql.Expr(b.Table(first.Table).C(first.ID.Column))).
-			From(b.Table(first.Table).Schema(first.Schema)).Where(sql.Or(preds...))
-		q, a := sel.Query()
-		if j > 0 {
-			query.WriteString(" UNION ALL ")
+		if n == 0 {
+			return
 		}
-		query.WriteString(q)
-		args = append(args, a...)
+		if q.Len() > 0 {
+			q.WriteString(" UNION ALL ")
+		}
+		cols := make([]string, len(key))
+		for i, c := range key {
+			cols[i] = quote(c)
+		}
+		q.WriteString("SELECT " + strings.Join(selectList, ", ") + " FROM " + from +
+			" WHERE (" + strings.Join(cols, ", ") + ") IN (" + list.String() + ")")
+	}
+	branch([]string{first.ID.Column})
+	for _, key := range r.keys {
+		branch(key)
 	}
 	rows := &sql.Rows{}
-	if err := r.Driver.Query(ctx, query.String(), args, rows); err != nil {
+	if err := r.Driver.Query(ctx, q.String(), args, rows); err != nil {
 		return err
 	}
 	defer rows.Close()
-	found := make([]int64, len(r.spec.Nodes))
+	// The stored rows, by id and by each key's values. The values are
+	// compared here byte for byte, where the server compared them by the
+	// columns' collations: a stored row whose key equals a batch row's byte
+	// for byte is the one row equal to it by the collation (the key is
+	// unique by the collation), and a batch row that finds none that way
+	// (an 'A' that met an 'a' the update left as it was; a value the
+	// server stores rounded) is uncertain.
+	ids := map[int64]bool{}
+	byKey := make([]map[string]int64, len(r.keys))
+	for i := range byKey {
+		byKey[i] = map[string]int64{}
+	}
 	for rows.Next() {
-		var j, id int64
-		if err := rows.Scan(&j, &id); err != nil {
+		stored := make([]any, len(columns))
+		ptrs := make([]any, len(columns))
+		for i := range stored {
+			ptrs[i] = &stored[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
 			return err
 		}
-		switch {
-		case j < 0 || int(j) >= len(found):
-			return fmt.Errorf("edges: bulk upsert into %s: the SELECT gave row %d of %d", first.Table, j, len(found))
-		case found[j] != 0 && found[j] != id:
-			return fmt.Errorf("%w: row %d holds the values of two stored rows (%d, %d)", errEntflakeUncertain, j, found[j], id)
+		text, _ := entflakeValue(stored[0])
+		var id int64
+		if _, err := fmt.Sscan(text, &id); err != nil {
+			return fmt.Errorf("edges: bulk upsert into %s: the SELECT gave the id %v", first.Table, stored[0])
 		}
-		found[j] = id
+		ids[id] = true
+		got := map[string]any{}
+		for i, c := range columns {
+			got[c] = stored[i]
+		}
+		for i, key := range r.keys {
+			if k, ok := entflakeKeyOf(key, got); ok {
+				byKey[i][k] = id
+			}
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	for j, id := range found {
-		if id == 0 {
-			return fmt.Errorf("%w: no stored row holds the id or a unique key of row %d", errEntflakeUncertain, j)
+	for j, node := range r.spec.Nodes {
+		var found int64
+		if own, _ := node.ID.Value.(int64); ids[own] {
+			found = own
 		}
-		r.spec.Nodes[j].ID.Value = id
+		for i, key := range r.keys {
+			if values[j][key[0]] == nil {
+				continue
+			}
+			k, ok := entflakeKeyOf(key, values[j])
+			if !ok {
+				continue
+			}
+			switch id, met := byKey[i][k]; {
+			case !met:
+			case found != 0 && found != id:
+				return fmt.Errorf("%w: row %d holds the values of two stored rows (%d, %d)", errEntflakeUncertain, j, found, id)
+			default:
+				found = id
+			}
+		}
+		if found == 0 {
+			return fmt.Errorf("%w: no stored row holds the id or, byte for byte, a unique key of row %d", errEntflakeUncertain, j)
+		}
+		node.ID.Value = found
 	}
 	return nil
+}
+
+// entflakeKeyOf returns the values of a key's columns in row as one string
+// to compare, and false if one of them is NULL or of a type that
+// entflakeValue does not compare.
+func entflakeKeyOf(key []string, row map[string]any) (string, bool) {
+	var b strings.Builder
+	for _, c := range key {
+		v, ok := entflakeValue(row[c])
+		if !ok {
+			return "", false
+		}
+		fmt.Fprintf(&b, "%d:%s;", len(v), v)
+	}
+	return b.String(), true
+}
+
+// entflakeValue makes a value given to the driver, or read back from it,
+// comparable, as text: the MySQL driver reads text, and integers too over
+// the text protocol (interpolateParams), back as bytes, and integers as
+// int64 over the binary one; a column holds one kind of value, so the
+// text of either compares. Anything else (a time, a float, NULL) is not
+// compared: the server may store it otherwise than it was sent.
+func entflakeValue(v any) (string, bool) {
+	switch v := v.(type) {
+	case string:
+		return v, true
+	case []byte:
+		return string(v), true
+	case int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64:
+		return fmt.Sprint(v), true
+	case bool:
+		if v {
+			return "1", true
+		}
+		return "0", true
+	}
+	return "", false
 }
 
 // entflakeExternalEdges reports whether a batch adds edges whose rows are
