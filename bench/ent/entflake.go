@@ -416,6 +416,10 @@ const (
 	entflakeReturning
 	// entflakePerRow: one upsert per row (entflakeUpsertEach).
 	entflakePerRow
+	// entflakeSelectBack: MySQL's and TiDB's multi-row INSERT, then one
+	// SELECT that finds each row's stored row (entflakeBulkSelect), or, where
+	// that cannot be certain, one upsert per row.
+	entflakeSelectBack
 )
 
 // entflakeBulkPath returns how a bulk upsert with the conflict options opts
@@ -430,8 +434,10 @@ const (
 //     UPDATE and return one row per VALUES row, in order, with the stored
 //     id of a row that was updated (also by an update that changes nothing,
 //     and for two batch rows that meet one stored row): one statement.
-//   - MySQL and TiDB have no RETURNING, and the OK packet holds one id: per
-//     row (the server is asked once per client, entflakeServer).
+//   - MySQL and TiDB have no RETURNING, and the OK packet holds one id: the
+//     INSERT, then a SELECT of the stored rows by the table's unique keys
+//     (entflakeBulkSelect), in one transaction; per row where the SELECT
+//     cannot tell. The server is asked once per client (entflakeServer).
 //   - A batch that mixes ids the hook generated with ids the caller set runs
 //     per row, each row with its own guard (entflakeUpsertID).
 //
@@ -451,7 +457,7 @@ func entflakeBulkPath(ctx context.Context, c *config, opts []sql.ConflictOption,
 		case err != nil:
 			return 0, "", err
 		case !ok:
-			return entflakePerRow, "the server has no RETURNING on INSERT (MySQL, TiDB, MariaDB before 10.5)", nil
+			return entflakeSelectBack, "", nil
 		}
 		return entflakeReturning, "", nil
 	}
@@ -473,6 +479,71 @@ type entflakeServer struct {
 	mu        sync.Mutex
 	known     bool
 	hasReturn bool
+	// keys are the unique keys of a table other than its primary key, by
+	// schema and table (entflakeUniqueKeys).
+	keys map[[2]string]entflakeKeys
+}
+
+// entflakeKeys are the unique keys of a table, each a list of columns; ok
+// is false when one of them is not made of whole columns (a prefix or an
+// expression), which the SELECT of entflakeBulkSelect cannot compare.
+type entflakeKeys struct {
+	keys [][]string
+	ok   bool
+}
+
+// uniqueKeys returns the unique keys of table (in schema, or the
+// connection's database), other than the primary key, as the server has
+// them: its information_schema.STATISTICS (MySQL, MariaDB and TiDB), which
+// also lists a unique index made outside ent's schema. The answer is kept
+// per client: an index added later is not seen until the client is made
+// again.
+func (s *entflakeServer) uniqueKeys(ctx context.Context, drv dialect.ExecQuerier, schema, table string) (entflakeKeys, error) {
+	if s != nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if k, ok := s.keys[[2]string{schema, table}]; ok {
+			return k, nil
+		}
+	}
+	rows := &sql.Rows{}
+	err := drv.Query(ctx, "SELECT INDEX_NAME, COLUMN_NAME, SUB_PART FROM information_schema.STATISTICS "+
+		"WHERE TABLE_SCHEMA = COALESCE(NULLIF(?, ''), DATABASE()) AND TABLE_NAME = ? AND NON_UNIQUE = 0 AND INDEX_NAME <> 'PRIMARY' "+
+		"ORDER BY INDEX_NAME, SEQ_IN_INDEX", []any{schema, table}, rows)
+	if err != nil {
+		return entflakeKeys{}, fmt.Errorf("entflake: the unique keys of %s: %w", table, err)
+	}
+	defer rows.Close()
+	k := entflakeKeys{ok: true}
+	last := ""
+	for rows.Next() {
+		var (
+			index  string
+			column stdsql.NullString
+			part   stdsql.NullInt64
+		)
+		if err := rows.Scan(&index, &column, &part); err != nil {
+			return entflakeKeys{}, fmt.Errorf("entflake: the unique keys of %s: %w", table, err)
+		}
+		if !column.Valid || part.Valid {
+			k.ok = false
+		}
+		if index != last || len(k.keys) == 0 {
+			k.keys = append(k.keys, nil)
+			last = index
+		}
+		k.keys[len(k.keys)-1] = append(k.keys[len(k.keys)-1], column.String)
+	}
+	if err := rows.Err(); err != nil {
+		return entflakeKeys{}, fmt.Errorf("entflake: the unique keys of %s: %w", table, err)
+	}
+	if s != nil {
+		if s.keys == nil {
+			s.keys = map[[2]string]entflakeKeys{}
+		}
+		s.keys[[2]string{schema, table}] = k
+	}
+	return k, nil
 }
 
 // returning reports whether the server accepts RETURNING on INSERT ... ON
@@ -597,6 +668,331 @@ func entflakeBulkReturning(ctx context.Context, c *config, spec *sqlgraph.BatchC
 	// In the caller's transaction, BatchCreate's is that one, which it
 	// cannot roll back: an edge it then refuses would leave the rows.
 	return entflakeBatchTx(ctx, c, run)
+}
+
+// errEntflakeUncertain stops entflakeBulkSelect's transaction when the
+// SELECT cannot tell a row's stored row: the batch then runs per row.
+var errEntflakeUncertain = errors.New("entflake: the stored row of a batch row is not certain")
+
+// entflakeBulkSelect runs a bulk upsert on MySQL or TiDB, which have no
+// RETURNING, in a constant number of statements: ent's multi-row INSERT
+// (sqlgraph.BatchCreate, with the batch guard, entflakeKeepBatchID), then,
+// in the same transaction, one SELECT that finds each row's stored row,
+// then the edges, which sqlgraph writes with those ids.
+//
+// A row of INSERT ... ON DUPLICATE KEY UPDATE is either inserted with its
+// own id, or it updates the stored row that holds its id or one of its
+// unique keys' values. The SELECT asks for the rows that hold one of the
+// batch's ids or the values of one of its unique keys (IN lists; a key
+// with a NULL is left out, as it conflicts with nothing), and each batch
+// row is matched with them (selectBack). The rows the INSERT wrote are
+// locked by this transaction until it ends, so the SELECT sees them as
+// the INSERT left them. Exactly one row found is the stored row; none or
+// two (a row that met two stored rows, or one the update moved off the
+// key it met it on, or whose key the server compared by a collation that
+// the byte-for-byte match here does not find) is uncertain, and the
+// transaction is rolled back and the batch runs per row (fallback, with
+// why). The batch runs per
+// row from the start, without the INSERT, where the update may write a
+// unique key's column with anything but the row's own value or the stored
+// one (an Update(...) that sets it), or where a unique key is not made of
+// whole columns.
+func entflakeBulkSelect(ctx context.Context, c *config, spec *sqlgraph.BatchCreateSpec, generated []bool) (fallback bool, why string, err error) {
+	d := c.driver.Dialect()
+	first := spec.Nodes[0]
+	keys, err := c.entflakeServer.uniqueKeys(ctx, c.driver, first.Schema, first.Table)
+	switch {
+	case err != nil:
+		return false, "", err
+	case !keys.ok:
+		return true, "a unique key of the table is a prefix or an expression", nil
+	}
+	entflakeSameColumns(spec)
+	opts := append(entflakeCallerOptions(d, spec.OnConflict), entflakeKeepBatchID(d, first.ID.Column, !slices.Contains(generated, false)))
+	if col, ok := entflakeKeysKept(first, opts, keys.keys); !ok {
+		return true, fmt.Sprintf("the update may change the unique column %s", col), nil
+	}
+	callerOpts, types := spec.OnConflict, make([]field.Type, len(spec.Nodes))
+	for j, n := range spec.Nodes {
+		types[j] = n.ID.Type
+	}
+	spec.OnConflict = opts
+	entflakeKeepBatchIDs(d, spec)
+	err = entflakeBatchTx(ctx, c, func(drv dialect.Driver) error {
+		r := &entflakeSelectDriver{Driver: drv, spec: spec, keys: keys.keys}
+		err := sqlgraph.BatchCreate(ctx, r, spec)
+		if err == nil && !r.done {
+			err = fmt.Errorf("ent: bulk upsert into %s: the INSERT was not run", first.Table)
+		}
+		return err
+	})
+	if errors.Is(err, errEntflakeUncertain) {
+		// Back to the batch as the caller made it, for entflakeUpsertEach.
+		spec.OnConflict = callerOpts
+		for j, n := range spec.Nodes {
+			n.ID.Type = types[j]
+		}
+		return true, err.Error(), nil
+	}
+	if err != nil && sqlgraph.IsConstraintError(err) {
+		err = &ConstraintError{msg: err.Error(), wrap: err}
+	}
+	return false, "", err
+}
+
+// entflakeKeysKept reports whether the conflict options opts leave every
+// column of the unique keys either as it is stored or set to the row's own
+// value (VALUES(c)), the two updates after which the stored row still
+// holds the key value the batch row met it on. They are rendered on a
+// scratch INSERT of node's table: an assignment to such a column that is
+// anything else (or that this cannot read) fails the test, with the column.
+func entflakeKeysKept(node *sqlgraph.CreateSpec, opts []sql.ConflictOption, keys [][]string) (string, bool) {
+	columns := []string{node.ID.Column}
+	for _, f := range node.Fields {
+		columns = append(columns, f.Column)
+	}
+	values := make([]any, len(columns))
+	q, _ := sql.Dialect(dialect.MySQL).Insert(node.Table).Columns(columns...).Values(values...).OnConflict(opts...).Query()
+	_, update, _ := strings.Cut(q, " ON DUPLICATE KEY UPDATE ")
+	table := "`" + node.Table + "`."
+	for _, key := range keys {
+		for _, c := range key {
+			target := "`" + c + "` = "
+			for rest := update; ; {
+				i := strings.Index(rest, target)
+				if i < 0 {
+					break
+				}
+				assigned := !strings.HasSuffix(rest[:i], ".")
+				rest = rest[i+len(target):]
+				if !assigned {
+					continue // the column read in an expression
+				}
+				if !strings.HasPrefix(rest, "VALUES(`"+c+"`)") && !strings.HasPrefix(rest, table+"`"+c+"`") {
+					return c, false
+				}
+			}
+		}
+	}
+	return "", true
+}
+
+// entflakeSelectDriver is the driver of entflakeBulkSelect, inside its
+// transaction: after the batch's INSERT, the first statement sqlgraph
+// sends, it runs the SELECT that finds the stored rows, and gives each row
+// the id found for it before sqlgraph writes the edges.
+type entflakeSelectDriver struct {
+	dialect.Driver
+	spec *sqlgraph.BatchCreateSpec
+	keys [][]string // the table's unique keys but the primary key
+	done bool
+}
+
+// Tx implements dialect.Driver: the transaction is entflakeBulkSelect's.
+func (r *entflakeSelectDriver) Tx(context.Context) (dialect.Tx, error) { return dialect.NopTx(r), nil }
+
+// Exec implements dialect.Driver.
+func (r *entflakeSelectDriver) Exec(ctx context.Context, query string, args, v any) error {
+	if r.done || !strings.HasPrefix(query, "INSERT INTO ") {
+		return r.Driver.Exec(ctx, query, args, v)
+	}
+	r.done = true
+	if err := r.Driver.Exec(ctx, query, args, v); err != nil {
+		return err
+	}
+	return r.selectBack(ctx)
+}
+
+// selectBack finds each batch row's stored row (entflakeBulkSelect).
+func (r *entflakeSelectDriver) selectBack(ctx context.Context) error {
+	first := r.spec.Nodes[0]
+	quote := func(c string) string { return "`" + strings.ReplaceAll(c, "`", "``") + "`" }
+	// The batch rows' values of the id and of every unique key's columns.
+	columns := []string{first.ID.Column}
+	for _, key := range r.keys {
+		for _, c := range key {
+			if !slices.Contains(columns, c) {
+				columns = append(columns, c)
+			}
+		}
+	}
+	values := make([]map[string]any, len(r.spec.Nodes))
+	for j, node := range r.spec.Nodes {
+		values[j] = map[string]any{node.ID.Column: node.ID.Value}
+		for _, f := range node.Fields {
+			values[j][f.Column] = f.Value
+		}
+		for _, e := range node.Edges {
+			if e.Rel == sqlgraph.M2O || e.Rel == sqlgraph.O2O && (e.Inverse || e.Bidi) {
+				values[j][e.Columns[0]] = e.Target.Nodes[0]
+			}
+		}
+	}
+	// SELECT id, <key columns> FROM t WHERE id IN (...) UNION ALL SELECT ...
+	// WHERE (a, b) IN ((...), ...): one IN list per key, each answered by
+	// its index (an OR of the lists is a scan of the table on TiDB, whose
+	// planner does not merge indexes unless told). A key with a NULL meets
+	// nothing, and is left out. A stored row may come back more than once.
+	var (
+		q    strings.Builder
+		args []any
+	)
+	from := quote(first.Table)
+	if first.Schema != "" {
+		from = quote(first.Schema) + "." + from
+	}
+	selectList := make([]string, len(columns))
+	for i, c := range columns {
+		selectList[i] = quote(c)
+	}
+	branch := func(key []string) {
+		var (
+			list strings.Builder
+			n    int
+		)
+	rows:
+		for j := range r.spec.Nodes {
+			for _, c := range key {
+				if values[j][c] == nil {
+					continue rows
+				}
+			}
+			if n > 0 {
+				list.WriteString(", ")
+			}
+			n++
+			list.WriteString("(" + strings.TrimSuffix(strings.Repeat("?, ", len(key)), ", ") + ")")
+			for _, c := range key {
+				args = append(args, values[j][c])
+			}
+		}
+		if n == 0 {
+			return
+		}
+		if q.Len() > 0 {
+			q.WriteString(" UNION ALL ")
+		}
+		cols := make([]string, len(key))
+		for i, c := range key {
+			cols[i] = quote(c)
+		}
+		q.WriteString("SELECT " + strings.Join(selectList, ", ") + " FROM " + from +
+			" WHERE (" + strings.Join(cols, ", ") + ") IN (" + list.String() + ")")
+	}
+	branch([]string{first.ID.Column})
+	for _, key := range r.keys {
+		branch(key)
+	}
+	rows := &sql.Rows{}
+	if err := r.Driver.Query(ctx, q.String(), args, rows); err != nil {
+		return err
+	}
+	defer rows.Close()
+	// The stored rows, by id and by each key's values. The values are
+	// compared here byte for byte, where the server compared them by the
+	// columns' collations: a stored row whose key equals a batch row's byte
+	// for byte is the one row equal to it by the collation (the key is
+	// unique by the collation), and a batch row that finds none that way
+	// (an 'A' that met an 'a' the update left as it was; a value the
+	// server stores rounded) is uncertain.
+	ids := map[int64]bool{}
+	byKey := make([]map[string]int64, len(r.keys))
+	for i := range byKey {
+		byKey[i] = map[string]int64{}
+	}
+	for rows.Next() {
+		stored := make([]any, len(columns))
+		ptrs := make([]any, len(columns))
+		for i := range stored {
+			ptrs[i] = &stored[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return err
+		}
+		text, _ := entflakeValue(stored[0])
+		var id int64
+		if _, err := fmt.Sscan(text, &id); err != nil {
+			return fmt.Errorf("ent: bulk upsert into %s: the SELECT gave the id %v", first.Table, stored[0])
+		}
+		ids[id] = true
+		got := map[string]any{}
+		for i, c := range columns {
+			got[c] = stored[i]
+		}
+		for i, key := range r.keys {
+			if k, ok := entflakeKeyOf(key, got); ok {
+				byKey[i][k] = id
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for j, node := range r.spec.Nodes {
+		var found int64
+		if own, _ := node.ID.Value.(int64); ids[own] {
+			found = own
+		}
+		for i, key := range r.keys {
+			if values[j][key[0]] == nil {
+				continue
+			}
+			k, ok := entflakeKeyOf(key, values[j])
+			if !ok {
+				continue
+			}
+			switch id, met := byKey[i][k]; {
+			case !met:
+			case found != 0 && found != id:
+				return fmt.Errorf("%w: row %d holds the values of two stored rows (%d, %d)", errEntflakeUncertain, j, found, id)
+			default:
+				found = id
+			}
+		}
+		if found == 0 {
+			return fmt.Errorf("%w: no stored row holds the id or, byte for byte, a unique key of row %d", errEntflakeUncertain, j)
+		}
+		node.ID.Value = found
+	}
+	return nil
+}
+
+// entflakeKeyOf returns the values of a key's columns in row as one string
+// to compare, and false if one of them is NULL or of a type that
+// entflakeValue does not compare.
+func entflakeKeyOf(key []string, row map[string]any) (string, bool) {
+	var b strings.Builder
+	for _, c := range key {
+		v, ok := entflakeValue(row[c])
+		if !ok {
+			return "", false
+		}
+		fmt.Fprintf(&b, "%d:%s;", len(v), v)
+	}
+	return b.String(), true
+}
+
+// entflakeValue makes a value given to the driver, or read back from it,
+// comparable, as text: the MySQL driver reads text, and integers too over
+// the text protocol (interpolateParams), back as bytes, and integers as
+// int64 over the binary one; a column holds one kind of value, so the
+// text of either compares. Anything else (a time, a float, NULL) is not
+// compared: the server may store it otherwise than it was sent.
+func entflakeValue(v any) (string, bool) {
+	switch v := v.(type) {
+	case string:
+		return v, true
+	case []byte:
+		return string(v), true
+	case int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64:
+		return fmt.Sprint(v), true
+	case bool:
+		if v {
+			return "1", true
+		}
+		return "0", true
+	}
+	return "", false
 }
 
 // entflakeExternalEdges reports whether a batch adds edges whose rows are

@@ -383,9 +383,15 @@ func (_c *Snow8RowCreateBulk) Save(ctx context.Context) ([]*Snow8Row, error) {
 								nodes[j].ID = 0
 							}
 						default:
+							if path == entflakeSelectBack {
+								var fallback bool
+								if fallback, why, err = entflakeBulkSelect(ctx, &_c.config, spec, generated); err == nil && fallback {
+									path = entflakePerRow
+								}
+							}
 							if path == entflakeReturning {
 								err = entflakeBulkReturning(ctx, &_c.config, spec, generated)
-							} else {
+							} else if path == entflakePerRow {
 								if _c.debug {
 									_c.log(fmt.Sprintf("entflake: bulk upsert into %s runs one upsert per row: %s", "snow8rows", why))
 								}
