@@ -697,7 +697,7 @@ func entflakeBulkSelect(ctx context.Context, c *config, spec *sqlgraph.BatchCrea
 	spec.OnConflict = opts
 	entflakeKeepBatchIDs(d, spec)
 	err = entflakeBatchTx(ctx, c, func(drv dialect.Driver) error {
-		r := &entflakeSelectDriver{Driver: drv, spec: spec, keys: keys.keys}
+		r := &entflakeSelectDriver{Driver: drv, spec: spec, keys: keys.keys, generated: !slices.Contains(generated, false)}
 		err := sqlgraph.BatchCreate(ctx, r, spec)
 		if err == nil && !r.done {
 			err = fmt.Errorf("ent2: bulk upsert into %s: the INSERT was not run", first.Table)
@@ -763,7 +763,9 @@ type entflakeSelectDriver struct {
 	dialect.Driver
 	spec *sqlgraph.BatchCreateSpec
 	keys [][]string // the table's unique keys but the primary key
-	done bool
+	// generated is set when the hook generated every id of the batch.
+	generated bool
+	done      bool
 }
 
 // Tx implements dialect.Driver: the transaction is entflakeBulkSelect's.
@@ -839,7 +841,11 @@ func (r *entflakeSelectDriver) selectBack(ctx context.Context) error {
 				list.WriteString(", ")
 			}
 			n++
-			list.WriteString("(" + strings.TrimSuffix(strings.Repeat("?, ", len(key)), ", ") + ")")
+			if len(key) == 1 {
+				list.WriteString("?")
+			} else {
+				list.WriteString("(" + strings.TrimSuffix(strings.Repeat("?, ", len(key)), ", ") + ")")
+			}
 			for _, c := range key {
 				args = append(args, values[j][c])
 			}
@@ -854,12 +860,30 @@ func (r *entflakeSelectDriver) selectBack(ctx context.Context) error {
 		for i, c := range key {
 			cols[i] = quote(c)
 		}
+		// A column IN a list of values, or a row of columns IN a list of
+		// rows: TiDB reads the former as point lookups, not the latter
+		// with one column.
+		target := cols[0]
+		if len(key) > 1 {
+			target = "(" + strings.Join(cols, ", ") + ")"
+		}
 		q.WriteString("SELECT " + strings.Join(selectList, ", ") + " FROM " + from +
-			" WHERE (" + strings.Join(cols, ", ") + ") IN (" + list.String() + ")")
+			" WHERE " + target + " IN (" + list.String() + ")")
 	}
-	branch([]string{first.ID.Column})
+	// A generated id meets no stored row (the guard stops the statement
+	// if it does): a row with one is its own stored row, or met one by a
+	// unique key, so the ids need no lookup. An id the caller set may have
+	// met the row that holds it.
+	if !r.generated {
+		branch([]string{first.ID.Column})
+	}
 	for _, key := range r.keys {
 		branch(key)
+	}
+	if q.Len() == 0 {
+		// No unique key but the primary one, and generated ids: every row
+		// was inserted with its own id.
+		return nil
 	}
 	rows := &sql.Rows{}
 	if err := r.Driver.Query(ctx, q.String(), args, rows); err != nil {
@@ -907,17 +931,25 @@ func (r *entflakeSelectDriver) selectBack(ctx context.Context) error {
 		return err
 	}
 	for j, node := range r.spec.Nodes {
-		var found int64
-		if own, _ := node.ID.Value.(int64); ids[own] {
+		var (
+			found int64
+			keyed bool // the row has a unique key without a NULL
+		)
+		own, _ := node.ID.Value.(int64)
+		if ids[own] {
 			found = own
 		}
+	keys:
 		for i, key := range r.keys {
-			if values[j][key[0]] == nil {
-				continue
+			for _, c := range key {
+				if values[j][c] == nil {
+					continue keys // NULL meets nothing
+				}
 			}
+			keyed = true
 			k, ok := entflakeKeyOf(key, values[j])
 			if !ok {
-				continue
+				return fmt.Errorf("%w: row %d has a unique key of a type not compared here", errEntflakeUncertain, j)
 			}
 			switch id, met := byKey[i][k]; {
 			case !met:
@@ -926,6 +958,9 @@ func (r *entflakeSelectDriver) selectBack(ctx context.Context) error {
 			default:
 				found = id
 			}
+		}
+		if found == 0 && r.generated && !keyed {
+			found = own // nothing it could meet: inserted
 		}
 		if found == 0 {
 			return fmt.Errorf("%w: no stored row holds the id or, byte for byte, a unique key of row %d", errEntflakeUncertain, j)
