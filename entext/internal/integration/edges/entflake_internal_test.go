@@ -1,6 +1,12 @@
 package edges
 
-import "testing"
+import (
+	"testing"
+
+	"entgo.io/ent/dialect"
+	"entgo.io/ent/dialect/sql"
+	"entgo.io/ent/dialect/sql/sqlgraph"
+)
 
 // TestEntflakeMariaDBReturning: the bulk upsert's one statement with
 // RETURNING (entflakeBulkPath) is chosen for MariaDB 10.5 and later only,
@@ -22,6 +28,40 @@ func TestEntflakeMariaDBReturning(t *testing.T) {
 	} {
 		if got := entflakeMariaDBReturning(v); got != want {
 			t.Errorf("entflakeMariaDBReturning(%q) = %v, want %v", v, got, want)
+		}
+	}
+}
+
+// TestEntflakeKeysKept: the SELECT after a MySQL or TiDB bulk upsert finds
+// a stored row by the unique key it was met on, so an update that may
+// write a key column with anything but its stored value or the row's own
+// sends the batch per row (entflakeBulkSelect). Columns read inside the
+// expressions of other columns do not count.
+func TestEntflakeKeysKept(t *testing.T) {
+	node := &sqlgraph.CreateSpec{Table: "users", ID: &sqlgraph.FieldSpec{Column: "id"},
+		Fields: []*sqlgraph.FieldSpec{{Column: "name"}, {Column: "age"}}}
+	keys := [][]string{{"name"}}
+	guard := entflakeKeepBatchID(dialect.MySQL, "id", true)
+	for name, c := range map[string]struct {
+		opts []sql.ConflictOption
+		kept bool
+	}{
+		"UpdateNewValues": {[]sql.ConflictOption{sql.ResolveWithNewValues()}, true},
+		"Ignore":          {[]sql.ConflictOption{sql.ResolveWithIgnore()}, true},
+		"age only": {[]sql.ConflictOption{sql.ResolveWith(func(s *sql.UpdateSet) {
+			s.Set("age", sql.Expr("CHAR_LENGTH(`users`.`name`) = 1"))
+		})}, true},
+		"a new name": {[]sql.ConflictOption{sql.ResolveWith(func(s *sql.UpdateSet) { s.Set("name", "x") })}, false},
+		"the new name and more": {[]sql.ConflictOption{sql.ResolveWith(func(s *sql.UpdateSet) {
+			s.Set("name", sql.Expr("CONCAT(VALUES(`name`), 'x')"))
+		})}, false},
+		"the new name, then more": {[]sql.ConflictOption{sql.ResolveWith(func(s *sql.UpdateSet) {
+			s.Set("name", sql.Expr("VALUES(`name`) + 1"))
+		})}, false},
+	} {
+		col, kept := entflakeKeysKept(node, append(c.opts, guard), keys)
+		if kept != c.kept {
+			t.Errorf("%s: kept %v (%q), want %v", name, kept, col, c.kept)
 		}
 	}
 }

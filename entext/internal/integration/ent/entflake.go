@@ -770,11 +770,10 @@ var errEntflakeUncertain = errors.New("entflake: the stored row of a batch row i
 // key it met it on, or whose key the server compared by a collation that
 // the byte-for-byte match here does not find) is uncertain, and the
 // transaction is rolled back and the batch runs per row (fallback, with
-// why). The batch runs per
-// row from the start, without the INSERT, where the update may write a
-// unique key's column with anything but the row's own value or the stored
-// one (an Update(...) that sets it), or where a unique key is not made of
-// whole columns.
+// why). The batch runs per row from the start, without the INSERT, where
+// the update may write a unique key's column with anything but the row's
+// own value or the stored one (an Update(...) that sets it), or where a
+// unique key is not made of whole columns.
 func entflakeBulkSelect(ctx context.Context, c *config, spec *sqlgraph.BatchCreateSpec, generated []bool) (fallback bool, why string, err error) {
 	d := c.driver.Dialect()
 	first := spec.Nodes[0]
@@ -846,7 +845,14 @@ func entflakeKeysKept(node *sqlgraph.CreateSpec, opts []sql.ConflictOption, keys
 				if !assigned {
 					continue // the column read in an expression
 				}
-				if !strings.HasPrefix(rest, "VALUES(`"+c+"`)") && !strings.HasPrefix(rest, table+"`"+c+"`") {
+				// The whole value, up to the next assignment or the end.
+				kept := false
+				for _, v := range []string{"VALUES(`" + c + "`)", table + "`" + c + "`"} {
+					if after, ok := strings.CutPrefix(rest, v); ok && (after == "" || strings.HasPrefix(after, ", ")) {
+						kept = true
+					}
+				}
+				if !kept {
 					return c, false
 				}
 			}
