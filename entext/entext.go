@@ -23,8 +23,13 @@
 //     it inserts the id as LAST_INSERT_ID(id) and updates with
 //     LAST_INSERT_ID(id), so edges, hooks and the entity get the stored id,
 //     and refuses to update a row that holds an id the hook generated; a
-//     bulk upsert that one INSERT cannot number (MySQL, or rows skipped on
-//     PostgreSQL and SQLite) runs as one upsert per row in a transaction;
+//     bulk upsert is ent's one multi-row INSERT, with RETURNING added on
+//     MariaDB 10.5+, followed on MySQL 8 and TiDB by one SELECT of the
+//     stored rows by the table's unique keys; one that these cannot number
+//     (a row the SELECT cannot tell, rows skipped on PostgreSQL and SQLite,
+//     generated ids mixed with ids the caller set) runs as one upsert per
+//     row in a transaction, each with the batch's column list, so that
+//     every path writes what ent's statement writes;
 //   - the refusal of ids that no generator issues (0 and negative), set on
 //     a create (SetID), in a field marked with mixin.JSONString() on a
 //     create, an update or an upsert's update (the Set of its Upsert type,

@@ -96,6 +96,8 @@ type (
 
 		// entflake assigns the IDs of entity types with the SnowflakeID mixin.
 		entflake interface{ NextID() (int64, error) }
+		// entflakeServer is what the client learned of its server (entflakeBulkPath).
+		entflakeServer *entflakeServer
 	}
 	// Option function to configure the client.
 	Option func(*config)
@@ -104,6 +106,7 @@ type (
 // newConfig creates a new config for the client.
 func newConfig(opts ...Option) config {
 	cfg := config{log: log.Println, hooks: &hooks{}, inters: &inters{}}
+	cfg.entflakeServer = &entflakeServer{}
 	cfg.hooks.Snow = append(cfg.hooks.Snow, entflakeIDs)
 	cfg.hooks.Snow8 = append(cfg.hooks.Snow8, entflakeIDs)
 	cfg.hooks.Snow8Row = append(cfg.hooks.Snow8Row, entflakeIDs)

@@ -63,6 +63,8 @@ type (
 
 		// entflake assigns the IDs of entity types with the SnowflakeID mixin.
 		entflake interface{ NextID() (int64, error) }
+		// entflakeServer is what the client learned of its server (entflakeBulkPath).
+		entflakeServer *entflakeServer
 	}
 	// Option function to configure the client.
 	Option func(*config)
@@ -71,6 +73,7 @@ type (
 // newConfig creates a new config for the client.
 func newConfig(opts ...Option) config {
 	cfg := config{log: log.Println, hooks: &hooks{}, inters: &inters{}}
+	cfg.entflakeServer = &entflakeServer{}
 	cfg.hooks.Account = append(cfg.hooks.Account, entflakeIDs)
 	cfg.hooks.Entry = append(cfg.hooks.Entry, entflakeIDs)
 	cfg.hooks.Entry = append(cfg.hooks.Entry, entflakeRefs)

@@ -87,7 +87,9 @@ func TestReviewConflictOnIDOverwrites(t *testing.T) {
 // through tx.Client().Debug() (ent's way to see the statements) whose
 // second row fails. The batch must leave nothing in the transaction, as it
 // does without Debug and as one multi-row INSERT would. DoNothing makes it
-// run per row on every dialect (MySQL: always).
+// run per row on PostgreSQL and SQLite; on MySQL, where it is Ignore, it
+// is one INSERT with RETURNING on MariaDB and the INSERT and its SELECT on
+// TiDB, within a savepoint of the transaction either way.
 func TestReviewDebugTxBulkPartial(t *testing.T) {
 	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
 		for _, debug := range []bool{false, true} {

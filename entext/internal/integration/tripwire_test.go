@@ -388,7 +388,8 @@ func TestTripwireUpsert(t *testing.T) {
 		assert.Equal(t, "one", one.Widget.GetX(ctx, w1.ID).Code)
 
 		// A bulk upsert whose first row's generated id is the other
-		// instance's (on MySQL one upsert per row, each with the guard).
+		// instance's (on MySQL one INSERT whose guard reads VALUES(id): with
+		// RETURNING on MariaDB, followed by a SELECT on TiDB).
 		four := newTwin(t, db, b, clk, 7)
 		err = four.Widget.CreateBulk(four.Widget.Create().SetCode("four"), four.Widget.Create().SetCode("five")).
 			OnConflictColumns(widget.FieldCode).UpdateNewValues().Exec(ctx)

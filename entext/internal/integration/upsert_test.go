@@ -27,6 +27,7 @@ import (
 type edgesEnv struct {
 	*edges.Client
 	db      *dbtest.DB
+	drv     dialect.Driver
 	dialect string
 	gen     *entflake.Generator
 }
@@ -38,7 +39,7 @@ func openEdges(t *testing.T, b dbtest.Backend, foreignKeys bool) *edgesEnv {
 	require.NoError(t, client.Schema.Create(context.Background(), migrate.WithForeignKeys(foreignKeys)))
 	client.User.Use(edgeschema.Seen.Hook("user"))
 	edgeschema.Seen.Take()
-	return &edgesEnv{Client: client, db: db, dialect: b.Dialect, gen: g}
+	return &edgesEnv{Client: client, db: db, drv: drv, dialect: b.Dialect, gen: g}
 }
 
 // scalar reads one int64 with plain SQL; found is false for no row or NULL.

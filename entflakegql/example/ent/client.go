@@ -69,6 +69,8 @@ type (
 
 		// entflake assigns the IDs of entity types with the SnowflakeID mixin.
 		entflake interface{ NextID() (int64, error) }
+		// entflakeServer is what the client learned of its server (entflakeBulkPath).
+		entflakeServer *entflakeServer
 	}
 	// Option function to configure the client.
 	Option func(*config)
@@ -77,6 +79,7 @@ type (
 // newConfig creates a new config for the client.
 func newConfig(opts ...Option) config {
 	cfg := config{log: log.Println, hooks: &hooks{}, inters: &inters{}}
+	cfg.entflakeServer = &entflakeServer{}
 	cfg.hooks.Post = append(cfg.hooks.Post, entflakeIDs)
 	cfg.hooks.Post = append(cfg.hooks.Post, entflakeRefs)
 	cfg.hooks.Tag = append(cfg.hooks.Tag, entflakeIDs)

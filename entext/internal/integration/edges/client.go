@@ -18,6 +18,7 @@ import (
 	"github.com/entflake/entflake/entext/internal/integration/edges/card"
 	"github.com/entflake/entflake/entext/internal/integration/edges/group"
 	"github.com/entflake/entflake/entext/internal/integration/edges/pet"
+	"github.com/entflake/entflake/entext/internal/integration/edges/plain"
 	"github.com/entflake/entflake/entext/internal/integration/edges/user"
 )
 
@@ -32,6 +33,8 @@ type Client struct {
 	Group *GroupClient
 	// Pet is the client for interacting with the Pet builders.
 	Pet *PetClient
+	// Plain is the client for interacting with the Plain builders.
+	Plain *PlainClient
 	// User is the client for interacting with the User builders.
 	User *UserClient
 }
@@ -48,6 +51,7 @@ func (c *Client) init() {
 	c.Card = NewCardClient(c.config)
 	c.Group = NewGroupClient(c.config)
 	c.Pet = NewPetClient(c.config)
+	c.Plain = NewPlainClient(c.config)
 	c.User = NewUserClient(c.config)
 }
 
@@ -67,6 +71,8 @@ type (
 
 		// entflake assigns the IDs of entity types with the SnowflakeID mixin.
 		entflake interface{ NextID() (int64, error) }
+		// entflakeServer is what the client learned of its server (entflakeBulkPath).
+		entflakeServer *entflakeServer
 	}
 	// Option function to configure the client.
 	Option func(*config)
@@ -75,6 +81,7 @@ type (
 // newConfig creates a new config for the client.
 func newConfig(opts ...Option) config {
 	cfg := config{log: log.Println, hooks: &hooks{}, inters: &inters{}}
+	cfg.entflakeServer = &entflakeServer{}
 	cfg.hooks.Card = append(cfg.hooks.Card, entflakeIDs)
 	cfg.hooks.Group = append(cfg.hooks.Group, entflakeIDs)
 	cfg.hooks.Pet = append(cfg.hooks.Pet, entflakeIDs)
@@ -151,6 +158,7 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		Card:   NewCardClient(cfg),
 		Group:  NewGroupClient(cfg),
 		Pet:    NewPetClient(cfg),
+		Plain:  NewPlainClient(cfg),
 		User:   NewUserClient(cfg),
 	}, nil
 }
@@ -174,6 +182,7 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		Card:   NewCardClient(cfg),
 		Group:  NewGroupClient(cfg),
 		Pet:    NewPetClient(cfg),
+		Plain:  NewPlainClient(cfg),
 		User:   NewUserClient(cfg),
 	}, nil
 }
@@ -206,6 +215,7 @@ func (c *Client) Use(hooks ...Hook) {
 	c.Card.Use(hooks...)
 	c.Group.Use(hooks...)
 	c.Pet.Use(hooks...)
+	c.Plain.Use(hooks...)
 	c.User.Use(hooks...)
 }
 
@@ -215,6 +225,7 @@ func (c *Client) Intercept(interceptors ...Interceptor) {
 	c.Card.Intercept(interceptors...)
 	c.Group.Intercept(interceptors...)
 	c.Pet.Intercept(interceptors...)
+	c.Plain.Intercept(interceptors...)
 	c.User.Intercept(interceptors...)
 }
 
@@ -227,6 +238,8 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.Group.mutate(ctx, m)
 	case *PetMutation:
 		return c.Pet.mutate(ctx, m)
+	case *PlainMutation:
+		return c.Plain.mutate(ctx, m)
 	case *UserMutation:
 		return c.User.mutate(ctx, m)
 	default:
@@ -681,6 +694,139 @@ func (c *PetClient) mutate(ctx context.Context, m *PetMutation) (Value, error) {
 	}
 }
 
+// PlainClient is a client for the Plain schema.
+type PlainClient struct {
+	config
+}
+
+// NewPlainClient returns a client for the Plain from the given config.
+func NewPlainClient(c config) *PlainClient {
+	return &PlainClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `plain.Hooks(f(g(h())))`.
+func (c *PlainClient) Use(hooks ...Hook) {
+	c.hooks.Plain = append(c.hooks.Plain, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `plain.Intercept(f(g(h())))`.
+func (c *PlainClient) Intercept(interceptors ...Interceptor) {
+	c.inters.Plain = append(c.inters.Plain, interceptors...)
+}
+
+// Create returns a builder for creating a Plain entity.
+func (c *PlainClient) Create() *PlainCreate {
+	mutation := newPlainMutation(c.config, OpCreate)
+	return &PlainCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of Plain entities.
+func (c *PlainClient) CreateBulk(builders ...*PlainCreate) *PlainCreateBulk {
+	return &PlainCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *PlainClient) MapCreateBulk(slice any, setFunc func(*PlainCreate, int)) *PlainCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &PlainCreateBulk{err: fmt.Errorf("calling to PlainClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*PlainCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &PlainCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for Plain.
+func (c *PlainClient) Update() *PlainUpdate {
+	mutation := newPlainMutation(c.config, OpUpdate)
+	return &PlainUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *PlainClient) UpdateOne(_m *Plain) *PlainUpdateOne {
+	mutation := newPlainMutation(c.config, OpUpdateOne, withPlain(_m))
+	return &PlainUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *PlainClient) UpdateOneID(id int) *PlainUpdateOne {
+	mutation := newPlainMutation(c.config, OpUpdateOne, withPlainID(id))
+	return &PlainUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for Plain.
+func (c *PlainClient) Delete() *PlainDelete {
+	mutation := newPlainMutation(c.config, OpDelete)
+	return &PlainDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *PlainClient) DeleteOne(_m *Plain) *PlainDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *PlainClient) DeleteOneID(id int) *PlainDeleteOne {
+	builder := c.Delete().Where(plain.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &PlainDeleteOne{builder}
+}
+
+// Query returns a query builder for Plain.
+func (c *PlainClient) Query() *PlainQuery {
+	return &PlainQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypePlain},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a Plain entity by its id.
+func (c *PlainClient) Get(ctx context.Context, id int) (*Plain, error) {
+	return c.Query().Where(plain.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *PlainClient) GetX(ctx context.Context, id int) *Plain {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *PlainClient) Hooks() []Hook {
+	return c.hooks.Plain
+}
+
+// Interceptors returns the client interceptors.
+func (c *PlainClient) Interceptors() []Interceptor {
+	return c.inters.Plain
+}
+
+func (c *PlainClient) mutate(ctx context.Context, m *PlainMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&PlainCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&PlainUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&PlainUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&PlainDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("edges: unknown Plain mutation op: %q", m.Op())
+	}
+}
+
 // UserClient is a client for the User schema.
 type UserClient struct {
 	config
@@ -866,9 +1012,9 @@ func (c *UserClient) mutate(ctx context.Context, m *UserMutation) (Value, error)
 // hooks and interceptors per client, for fast access.
 type (
 	hooks struct {
-		Card, Group, Pet, User []ent.Hook
+		Card, Group, Pet, Plain, User []ent.Hook
 	}
 	inters struct {
-		Card, Group, Pet, User []ent.Interceptor
+		Card, Group, Pet, Plain, User []ent.Interceptor
 	}
 )

@@ -15,6 +15,7 @@ import (
 	"github.com/entflake/entflake/entext/internal/integration/edges/card"
 	"github.com/entflake/entflake/entext/internal/integration/edges/group"
 	"github.com/entflake/entflake/entext/internal/integration/edges/pet"
+	"github.com/entflake/entflake/entext/internal/integration/edges/plain"
 	"github.com/entflake/entflake/entext/internal/integration/edges/user"
 )
 
@@ -79,6 +80,7 @@ func checkColumn(t, c string) error {
 			card.Table:  card.ValidColumn,
 			group.Table: group.ValidColumn,
 			pet.Table:   pet.ValidColumn,
+			plain.Table: plain.ValidColumn,
 			user.Table:  user.ValidColumn,
 		})
 	})

@@ -5,11 +5,13 @@ package edges
 import (
 	"context"
 	stdsql "database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"strings"
+	"sync"
 
 	"entgo.io/ent"
 	"entgo.io/ent/dialect"
@@ -376,10 +378,12 @@ func entflakeClause(d string, opts ...sql.ConflictOption) string {
 }
 
 // entflakeKeepBatchID is entflakeUpsertID for a bulk upsert that runs as
-// one statement (PostgreSQL and SQLite, an update of every row): the id
-// keeps its stored value, and if the hook generated every row's id
-// (guard), a row that already holds the proposed one (excluded.id) stops
-// the statement, as entflakeUpsertID does for one row.
+// one statement (PostgreSQL and SQLite, and MariaDB with RETURNING, see
+// entflakeBulkPath): the id keeps its stored value, and if the hook
+// generated every row's id (guard), a row that already holds the id
+// proposed for it (excluded.id; VALUES(id) on MySQL, the value the batch
+// row that met it would have inserted) stops the statement, as
+// entflakeUpsertID does for one row.
 func entflakeKeepBatchID(d, column string, guard bool) sql.ConflictOption {
 	return sql.ResolveWith(func(s *sql.UpdateSet) {
 		if !guard {
@@ -387,6 +391,9 @@ func entflakeKeepBatchID(d, column string, guard bool) sql.ConflictOption {
 			return
 		}
 		c, proposed := s.Table().C(column), sql.Dialect(d).Table("excluded").C(column)
+		if d == dialect.MySQL {
+			proposed = "VALUES(" + c + ")"
+		}
 		s.Set(column, sql.Expr(fmt.Sprintf("CASE WHEN %s = %s THEN %s ELSE %s END", c, proposed, entflakeOverflow(d, c), c)))
 	})
 }
@@ -411,36 +418,769 @@ func entflakeBefore[C any](o func(C), f func()) func(C) {
 	}
 }
 
-// entflakeEach reports whether a bulk upsert with the conflict options
-// opts must run as one INSERT per row. One multi-row INSERT cannot tell
-// each row's stored id where the database does not return every row, in
-// order: on MySQL (no RETURNING; the OK packet has one id), and where
-// PostgreSQL and SQLite return only some rows (DO NOTHING, or DO UPDATE
-// with a WHERE), which sqlgraph would number by position, attaching a
-// skipped row's id and edges to the next row. The options are rendered on
-// a scratch INSERT to see which clause they make. generated tells, row by
-// row, whether the hook generated the id.
-func entflakeEach(d string, opts []sql.ConflictOption, generated []bool) bool {
-	if d == dialect.MySQL || slices.Contains(generated, true) && slices.Contains(generated, false) {
-		// A batch that mixes generated ids with ids the caller set: only the
-		// former get the guard (entflakeUpsertID), row by row.
-		return true
+// The ways a bulk upsert runs (entflakeBulkPath).
+const (
+	// entflakeOneStatement: ent's own multi-row INSERT, whose RETURNING
+	// (PostgreSQL, SQLite) gives every row's stored id, in order.
+	entflakeOneStatement = iota
+	// entflakeReturning: MariaDB's multi-row INSERT ... ON DUPLICATE KEY
+	// UPDATE ... RETURNING (entflakeBulkReturning).
+	entflakeReturning
+	// entflakePerRow: one upsert per row (entflakeUpsertEach).
+	entflakePerRow
+	// entflakeSelectBack: MySQL's and TiDB's multi-row INSERT, then one
+	// SELECT that finds each row's stored row (entflakeBulkSelect), or, where
+	// that cannot be certain, one upsert per row.
+	entflakeSelectBack
+)
+
+// entflakeBulkPath returns how a bulk upsert with the conflict options opts
+// runs, and, for the per-row path, why. One multi-row INSERT numbers its
+// rows only where the database returns every row, in order:
+//
+//   - PostgreSQL and SQLite return a row for each row inserted or updated,
+//     but none for a row that DO NOTHING, or DO UPDATE ... WHERE, skipped;
+//     sqlgraph numbers the returned rows by position, so it would give a
+//     skipped row's id and edges to the next row: such a batch runs per row.
+//   - MariaDB 10.5 and later accept RETURNING on INSERT ... ON DUPLICATE KEY
+//     UPDATE and return one row per VALUES row, in order, with the stored
+//     id of a row that was updated (also by an update that changes nothing,
+//     and for two batch rows that meet one stored row): one statement.
+//   - MySQL and TiDB have no RETURNING, and the OK packet holds one id: the
+//     INSERT, then a SELECT of the stored rows by the table's unique keys
+//     (entflakeBulkSelect), in one transaction; per row where the SELECT
+//     cannot tell. The server is asked once per client (entflakeServer).
+//   - A batch that mixes ids the hook generated with ids the caller set runs
+//     per row, each row with its own guard (entflakeUpsertID).
+//
+// The options are rendered on a scratch INSERT to see which clause they
+// make.
+func entflakeBulkPath(ctx context.Context, c *config, opts []sql.ConflictOption, generated []bool) (path int, why string, err error) {
+	d := c.driver.Dialect()
+	if slices.Contains(generated, true) && slices.Contains(generated, false) {
+		// Only the generated ids get the guard, and the tripwire looks up
+		// the ids of a refused statement (entflake.Insert.Upsert) only when
+		// all of them are generated: an id the caller set may update its row.
+		return entflakePerRow, "the batch mixes generated ids with ids the caller set", nil
+	}
+	if d == dialect.MySQL {
+		ok, err := c.entflakeServer.returning(ctx, c.driver)
+		switch {
+		case err != nil:
+			return 0, "", err
+		case !ok:
+			return entflakeSelectBack, "", nil
+		}
+		return entflakeReturning, "", nil
 	}
 	q := entflakeClause(d, opts...)
 	_, update, found := strings.Cut(q, " DO UPDATE SET ")
-	return strings.HasSuffix(q, " DO NOTHING") || found && strings.Contains(update, " WHERE ")
+	switch {
+	case strings.HasSuffix(q, " DO NOTHING"):
+		return entflakePerRow, "DO NOTHING returns no row for a row it skips", nil
+	case found && strings.Contains(update, " WHERE "):
+		return entflakePerRow, "DO UPDATE ... WHERE returns no row for a row it skips", nil
+	}
+	return entflakeOneStatement, "", nil
 }
 
-// entflakeUpsertEach runs a bulk upsert (entflakeEach) as one upsert per
-// row, each with its edges, in one transaction (in the caller's, within a
-// savepoint, so that a failed row leaves none of the batch): every row and
-// its edges get the stored row's id, as a single upsert does. A row the
+// entflakeServer is what a client learned of its MySQL-dialect server: one
+// per client (shared by its copies: transactions, Debug), filled at the
+// first bulk upsert.
+type entflakeServer struct {
+	mu        sync.Mutex
+	known     bool
+	hasReturn bool
+	// keys are the unique keys of a table other than its primary key, by
+	// schema and table (entflakeUniqueKeys).
+	keys map[[2]string]entflakeKeys
+}
+
+// entflakeKeys are the unique keys of a table, each a list of columns; ok
+// is false when one of them is not made of whole columns (a prefix or an
+// expression), which the SELECT of entflakeBulkSelect cannot compare.
+type entflakeKeys struct {
+	keys [][]string
+	ok   bool
+}
+
+// uniqueKeys returns the unique keys of table (in schema, or the
+// connection's database), other than the primary key, as the server has
+// them: its information_schema.STATISTICS (MySQL, MariaDB and TiDB), which
+// also lists a unique index made outside ent's schema. The answer is kept
+// per client: an index added later is not seen until the client is made
+// again.
+func (s *entflakeServer) uniqueKeys(ctx context.Context, drv dialect.ExecQuerier, schema, table string) (entflakeKeys, error) {
+	if s != nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if k, ok := s.keys[[2]string{schema, table}]; ok {
+			return k, nil
+		}
+	}
+	rows := &sql.Rows{}
+	err := drv.Query(ctx, "SELECT INDEX_NAME, COLUMN_NAME, SUB_PART FROM information_schema.STATISTICS "+
+		"WHERE TABLE_SCHEMA = COALESCE(NULLIF(?, ''), DATABASE()) AND TABLE_NAME = ? AND NON_UNIQUE = 0 AND INDEX_NAME <> 'PRIMARY' "+
+		"ORDER BY INDEX_NAME, SEQ_IN_INDEX", []any{schema, table}, rows)
+	if err != nil {
+		return entflakeKeys{}, fmt.Errorf("entflake: the unique keys of %s: %w", table, err)
+	}
+	defer rows.Close()
+	k := entflakeKeys{ok: true}
+	last := ""
+	for rows.Next() {
+		var (
+			index  string
+			column stdsql.NullString
+			part   stdsql.NullInt64
+		)
+		if err := rows.Scan(&index, &column, &part); err != nil {
+			return entflakeKeys{}, fmt.Errorf("entflake: the unique keys of %s: %w", table, err)
+		}
+		if !column.Valid || part.Valid {
+			k.ok = false
+		}
+		if index != last || len(k.keys) == 0 {
+			k.keys = append(k.keys, nil)
+			last = index
+		}
+		k.keys[len(k.keys)-1] = append(k.keys[len(k.keys)-1], column.String)
+	}
+	if err := rows.Err(); err != nil {
+		return entflakeKeys{}, fmt.Errorf("entflake: the unique keys of %s: %w", table, err)
+	}
+	if s != nil {
+		if s.keys == nil {
+			s.keys = map[[2]string]entflakeKeys{}
+		}
+		s.keys[[2]string{schema, table}] = k
+	}
+	return k, nil
+}
+
+// returning reports whether the server accepts RETURNING on INSERT ... ON
+// DUPLICATE KEY UPDATE: MariaDB from 10.5 (its VERSION() is
+// "10.11.19-MariaDB-...", or with a "5.5.5-" prefix behind some proxies).
+// MySQL 8 ("8.0.36") and TiDB ("8.0.11-TiDB-v7.5.0") have no RETURNING. The
+// answer is kept; an error is not.
+func (s *entflakeServer) returning(ctx context.Context, drv dialect.ExecQuerier) (bool, error) {
+	if s != nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.known {
+			return s.hasReturn, nil
+		}
+	}
+	rows := &sql.Rows{}
+	if err := drv.Query(ctx, "SELECT VERSION()", []any{}, rows); err != nil {
+		return false, fmt.Errorf("entflake: the server's version: %w", err)
+	}
+	var v string
+	err := sql.ScanOne(rows, &v)
+	rows.Close()
+	if err != nil {
+		return false, fmt.Errorf("entflake: the server's version: %w", err)
+	}
+	ok := entflakeMariaDBReturning(v)
+	if s != nil {
+		s.known, s.hasReturn = true, ok
+	}
+	return ok, nil
+}
+
+// entflakeMariaDBReturning reports whether a MySQL-dialect server's
+// VERSION() names MariaDB 10.5 or later.
+func entflakeMariaDBReturning(version string) bool {
+	if !strings.Contains(version, "-MariaDB") {
+		return false
+	}
+	version = strings.TrimPrefix(version, "5.5.5-")
+	var major, minor int
+	if _, err := fmt.Sscanf(version, "%d.%d", &major, &minor); err != nil {
+		return false
+	}
+	return major > 10 || major == 10 && minor >= 5
+}
+
+// entflakeSameColumns gives every row of a bulk upsert that runs per row
+// the columns of the batch: ent's one statement (sqlgraph.BatchCreate)
+// lists every column that any row sets, and a row that does not set one
+// inserts NULL there (not the column's default), which an update of new
+// values (UpdateNewValues, ResolveWithNewValues) then writes over the
+// stored row. An upsert of the row alone would name only its own columns
+// and leave the stored values: different data. The columns are the
+// fields' and the foreign keys of M2O and inverse O2O edges (the edge
+// columns on the row's own table), as sqlgraph's setTableColumns takes
+// them. A column a row lacks gets a NULL of no type: a NULL of type JSON
+// would be marshalled into the text null.
+func entflakeSameColumns(spec *sqlgraph.BatchCreateSpec) {
+	own := func(node *sqlgraph.CreateSpec, f func(string)) {
+		for _, fs := range node.Fields {
+			f(fs.Column)
+		}
+		for _, e := range node.Edges {
+			if e.Rel == sqlgraph.M2O || e.Rel == sqlgraph.O2O && (e.Inverse || e.Bidi) {
+				f(e.Columns[0])
+			}
+		}
+	}
+	var all []string
+	for _, node := range spec.Nodes {
+		own(node, func(c string) {
+			if !slices.Contains(all, c) {
+				all = append(all, c)
+			}
+		})
+	}
+	for _, node := range spec.Nodes {
+		var has []string
+		own(node, func(c string) { has = append(has, c) })
+		for _, c := range all {
+			if !slices.Contains(has, c) {
+				node.Fields = append(node.Fields, &sqlgraph.FieldSpec{Column: c})
+			}
+		}
+	}
+}
+
+// entflakeBulkReturning runs a bulk upsert on MariaDB as ent's one
+// multi-row INSERT, with RETURNING added, in the same transaction as its
+// edges (entflakeBulkPath): sqlgraph.BatchCreate assembles the statement
+// and writes the edges, on a driver (entflakeReturningDriver) that runs
+// the INSERT, the first statement BatchCreate sends, as a query with
+// RETURNING and gives each row the id returned for it before BatchCreate
+// writes the edges. The id column's update is the batch guard
+// (entflakeKeepBatchID): MariaDB's ON DUPLICATE KEY UPDATE fires on the
+// primary key whatever else conflicts, and VALUES(id) is the id proposed
+// by the batch row that met the stored one. An error is ent's, as
+// BatchCreate's would be.
+func entflakeBulkReturning(ctx context.Context, c *config, spec *sqlgraph.BatchCreateSpec, generated []bool) error {
+	d := c.driver.Dialect()
+	column := spec.Nodes[0].ID.Column
+	spec.OnConflict = append(entflakeCallerOptions(d, spec.OnConflict), entflakeKeepBatchID(d, column, !slices.Contains(generated, false)))
+	// sqlgraph reads a batch's ids from LAST_INSERT_ID only for a numeric
+	// id type: these come from RETURNING.
+	entflakeKeepBatchIDs(d, spec)
+	run := func(drv dialect.Driver) error {
+		r := &entflakeReturningDriver{Driver: drv, spec: spec, column: column}
+		err := sqlgraph.BatchCreate(ctx, r, spec)
+		if err == nil && !r.done {
+			err = fmt.Errorf("edges: bulk upsert into %s: the INSERT was not run", spec.Nodes[0].Table)
+		}
+		if err != nil && sqlgraph.IsConstraintError(err) {
+			err = &ConstraintError{msg: err.Error(), wrap: err}
+		}
+		return err
+	}
+	if entflakeInTx(c) == nil || !entflakeExternalEdges(spec) {
+		// BatchCreate opens a transaction for edges in other tables, and the
+		// INSERT alone is one statement: all or nothing.
+		return run(c.driver)
+	}
+	// In the caller's transaction, BatchCreate's is that one, which it
+	// cannot roll back: an edge it then refuses would leave the rows.
+	return entflakeBatchTx(ctx, c, run)
+}
+
+// errEntflakeUncertain stops entflakeBulkSelect's transaction when the
+// SELECT cannot tell a row's stored row: the batch then runs per row.
+var errEntflakeUncertain = errors.New("entflake: the stored row of a batch row is not certain")
+
+// entflakeBulkSelect runs a bulk upsert on MySQL or TiDB, which have no
+// RETURNING, in a constant number of statements: ent's multi-row INSERT
+// (sqlgraph.BatchCreate, with the batch guard, entflakeKeepBatchID), then,
+// in the same transaction, one SELECT that finds each row's stored row,
+// then the edges, which sqlgraph writes with those ids.
+//
+// A row of INSERT ... ON DUPLICATE KEY UPDATE is either inserted with its
+// own id, or it updates the stored row that holds its id or one of its
+// unique keys' values. The SELECT asks for the rows that hold one of the
+// batch's ids or the values of one of its unique keys (IN lists; a key
+// with a NULL is left out, as it conflicts with nothing), and each batch
+// row is matched with them (selectBack). The rows the INSERT wrote are
+// locked by this transaction until it ends, so the SELECT sees them as
+// the INSERT left them. Exactly one row found is the stored row; none or
+// two (a row that met two stored rows, or one the update moved off the
+// key it met it on, or whose key the server compared by a collation that
+// the byte-for-byte match here does not find) is uncertain, and the
+// transaction is rolled back and the batch runs per row (fallback, with
+// why). The batch runs per row from the start, without the INSERT, where
+// the update may write a unique key's column with anything but the row's
+// own value or the stored one (an Update(...) that sets it), or where a
+// unique key is not made of whole columns.
+func entflakeBulkSelect(ctx context.Context, c *config, spec *sqlgraph.BatchCreateSpec, generated []bool) (fallback bool, why string, err error) {
+	d := c.driver.Dialect()
+	first := spec.Nodes[0]
+	keys, err := c.entflakeServer.uniqueKeys(ctx, c.driver, first.Schema, first.Table)
+	switch {
+	case err != nil:
+		return false, "", err
+	case !keys.ok:
+		return true, "a unique key of the table is a prefix or an expression", nil
+	}
+	entflakeSameColumns(spec)
+	opts := append(entflakeCallerOptions(d, spec.OnConflict), entflakeKeepBatchID(d, first.ID.Column, !slices.Contains(generated, false)))
+	if col, ok := entflakeKeysKept(first, opts, keys.keys); !ok {
+		return true, fmt.Sprintf("the update may change the unique column %s", col), nil
+	}
+	callerOpts, types := spec.OnConflict, make([]field.Type, len(spec.Nodes))
+	for j, n := range spec.Nodes {
+		types[j] = n.ID.Type
+	}
+	spec.OnConflict = opts
+	entflakeKeepBatchIDs(d, spec)
+	err = entflakeBatchTx(ctx, c, func(drv dialect.Driver) error {
+		r := &entflakeSelectDriver{Driver: drv, spec: spec, keys: keys.keys, generated: !slices.Contains(generated, false)}
+		err := sqlgraph.BatchCreate(ctx, r, spec)
+		if err == nil && !r.done {
+			err = fmt.Errorf("edges: bulk upsert into %s: the INSERT was not run", first.Table)
+		}
+		return err
+	})
+	if errors.Is(err, errEntflakeUncertain) {
+		// Back to the batch as the caller made it, for entflakeUpsertEach.
+		spec.OnConflict = callerOpts
+		for j, n := range spec.Nodes {
+			n.ID.Type = types[j]
+		}
+		return true, err.Error(), nil
+	}
+	if err != nil && sqlgraph.IsConstraintError(err) {
+		err = &ConstraintError{msg: err.Error(), wrap: err}
+	}
+	return false, "", err
+}
+
+// entflakeKeysKept reports whether the conflict options opts leave every
+// column of the unique keys either as it is stored or set to the row's own
+// value (VALUES(c)), the two updates after which the stored row still
+// holds the key value the batch row met it on. They are rendered on a
+// scratch INSERT of node's table: an assignment to such a column that is
+// anything else (or that this cannot read) fails the test, with the column.
+func entflakeKeysKept(node *sqlgraph.CreateSpec, opts []sql.ConflictOption, keys [][]string) (string, bool) {
+	columns := []string{node.ID.Column}
+	for _, f := range node.Fields {
+		columns = append(columns, f.Column)
+	}
+	values := make([]any, len(columns))
+	q, _ := sql.Dialect(dialect.MySQL).Insert(node.Table).Columns(columns...).Values(values...).OnConflict(opts...).Query()
+	_, update, _ := strings.Cut(q, " ON DUPLICATE KEY UPDATE ")
+	table := "`" + node.Table + "`."
+	for _, key := range keys {
+		for _, c := range key {
+			target := "`" + c + "` = "
+			for rest := update; ; {
+				i := strings.Index(rest, target)
+				if i < 0 {
+					break
+				}
+				assigned := !strings.HasSuffix(rest[:i], ".")
+				rest = rest[i+len(target):]
+				if !assigned {
+					continue // the column read in an expression
+				}
+				// The whole value, up to the next assignment or the end.
+				kept := false
+				for _, v := range []string{"VALUES(`" + c + "`)", table + "`" + c + "`"} {
+					if after, ok := strings.CutPrefix(rest, v); ok && (after == "" || strings.HasPrefix(after, ", ")) {
+						kept = true
+					}
+				}
+				if !kept {
+					return c, false
+				}
+			}
+		}
+	}
+	return "", true
+}
+
+// entflakeSelectDriver is the driver of entflakeBulkSelect, inside its
+// transaction: after the batch's INSERT, the first statement sqlgraph
+// sends, it runs the SELECT that finds the stored rows, and gives each row
+// the id found for it before sqlgraph writes the edges.
+type entflakeSelectDriver struct {
+	dialect.Driver
+	spec *sqlgraph.BatchCreateSpec
+	keys [][]string // the table's unique keys but the primary key
+	// generated is set when the hook generated every id of the batch.
+	generated bool
+	done      bool
+}
+
+// Tx implements dialect.Driver: the transaction is entflakeBulkSelect's.
+func (r *entflakeSelectDriver) Tx(context.Context) (dialect.Tx, error) { return dialect.NopTx(r), nil }
+
+// Exec implements dialect.Driver.
+func (r *entflakeSelectDriver) Exec(ctx context.Context, query string, args, v any) error {
+	if r.done || !strings.HasPrefix(query, "INSERT INTO ") {
+		return r.Driver.Exec(ctx, query, args, v)
+	}
+	r.done = true
+	if err := r.Driver.Exec(ctx, query, args, v); err != nil {
+		return err
+	}
+	return r.selectBack(ctx)
+}
+
+// selectBack finds each batch row's stored row (entflakeBulkSelect).
+func (r *entflakeSelectDriver) selectBack(ctx context.Context) error {
+	first := r.spec.Nodes[0]
+	quote := func(c string) string { return "`" + strings.ReplaceAll(c, "`", "``") + "`" }
+	// The batch rows' values of the id and of every unique key's columns.
+	columns := []string{first.ID.Column}
+	for _, key := range r.keys {
+		for _, c := range key {
+			if !slices.Contains(columns, c) {
+				columns = append(columns, c)
+			}
+		}
+	}
+	values := make([]map[string]any, len(r.spec.Nodes))
+	for j, node := range r.spec.Nodes {
+		values[j] = map[string]any{node.ID.Column: node.ID.Value}
+		for _, f := range node.Fields {
+			values[j][f.Column] = f.Value
+		}
+		for _, e := range node.Edges {
+			if e.Rel == sqlgraph.M2O || e.Rel == sqlgraph.O2O && (e.Inverse || e.Bidi) {
+				values[j][e.Columns[0]] = e.Target.Nodes[0]
+			}
+		}
+	}
+	// SELECT id, <key columns> FROM t WHERE id IN (...) UNION ALL SELECT ...
+	// WHERE (a, b) IN ((...), ...): one IN list per key, each answered by
+	// its index (an OR of the lists is a scan of the table on TiDB, whose
+	// planner does not merge indexes unless told). A key with a NULL meets
+	// nothing, and is left out. A stored row may come back more than once.
+	var (
+		q    strings.Builder
+		args []any
+	)
+	from := quote(first.Table)
+	if first.Schema != "" {
+		from = quote(first.Schema) + "." + from
+	}
+	selectList := make([]string, len(columns))
+	for i, c := range columns {
+		selectList[i] = quote(c)
+	}
+	branch := func(key []string) {
+		var (
+			list strings.Builder
+			n    int
+		)
+	rows:
+		for j := range r.spec.Nodes {
+			for _, c := range key {
+				if values[j][c] == nil {
+					continue rows
+				}
+			}
+			if n > 0 {
+				list.WriteString(", ")
+			}
+			n++
+			if len(key) == 1 {
+				list.WriteString("?")
+			} else {
+				list.WriteString("(" + strings.TrimSuffix(strings.Repeat("?, ", len(key)), ", ") + ")")
+			}
+			for _, c := range key {
+				args = append(args, values[j][c])
+			}
+		}
+		if n == 0 {
+			return
+		}
+		if q.Len() > 0 {
+			q.WriteString(" UNION ALL ")
+		}
+		cols := make([]string, len(key))
+		for i, c := range key {
+			cols[i] = quote(c)
+		}
+		// A column IN a list of values, or a row of columns IN a list of
+		// rows: TiDB reads the former as point lookups, not the latter
+		// with one column.
+		target := cols[0]
+		if len(key) > 1 {
+			target = "(" + strings.Join(cols, ", ") + ")"
+		}
+		q.WriteString("SELECT " + strings.Join(selectList, ", ") + " FROM " + from +
+			" WHERE " + target + " IN (" + list.String() + ")")
+	}
+	// A generated id meets no stored row (the guard stops the statement
+	// if it does): a row with one is its own stored row, or met one by a
+	// unique key, so the ids need no lookup. An id the caller set may have
+	// met the row that holds it.
+	if !r.generated {
+		branch([]string{first.ID.Column})
+	}
+	for _, key := range r.keys {
+		branch(key)
+	}
+	if q.Len() == 0 {
+		// No unique key but the primary one, and generated ids: every row
+		// was inserted with its own id.
+		return nil
+	}
+	rows := &sql.Rows{}
+	if err := r.Driver.Query(ctx, q.String(), args, rows); err != nil {
+		return err
+	}
+	defer rows.Close()
+	// The stored rows, by id and by each key's values. The values are
+	// compared here byte for byte, where the server compared them by the
+	// columns' collations: a stored row whose key equals a batch row's byte
+	// for byte is the one row equal to it by the collation (the key is
+	// unique by the collation), and a batch row that finds none that way
+	// (an 'A' that met an 'a' the update left as it was; a value the
+	// server stores rounded) is uncertain.
+	ids := map[int64]bool{}
+	byKey := make([]map[string]int64, len(r.keys))
+	for i := range byKey {
+		byKey[i] = map[string]int64{}
+	}
+	for rows.Next() {
+		stored := make([]any, len(columns))
+		ptrs := make([]any, len(columns))
+		for i := range stored {
+			ptrs[i] = &stored[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return err
+		}
+		text, _ := entflakeValue(stored[0])
+		var id int64
+		if _, err := fmt.Sscan(text, &id); err != nil {
+			return fmt.Errorf("edges: bulk upsert into %s: the SELECT gave the id %v", first.Table, stored[0])
+		}
+		ids[id] = true
+		got := map[string]any{}
+		for i, c := range columns {
+			got[c] = stored[i]
+		}
+		for i, key := range r.keys {
+			if k, ok := entflakeKeyOf(key, got); ok {
+				byKey[i][k] = id
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for j, node := range r.spec.Nodes {
+		var (
+			found int64
+			keyed bool // the row has a unique key without a NULL
+		)
+		own, _ := node.ID.Value.(int64)
+		if ids[own] {
+			found = own
+		}
+	keys:
+		for i, key := range r.keys {
+			for _, c := range key {
+				if values[j][c] == nil {
+					continue keys // NULL meets nothing
+				}
+			}
+			keyed = true
+			k, ok := entflakeKeyOf(key, values[j])
+			if !ok {
+				return fmt.Errorf("%w: row %d has a unique key of a type not compared here", errEntflakeUncertain, j)
+			}
+			switch id, met := byKey[i][k]; {
+			case !met:
+			case found != 0 && found != id:
+				return fmt.Errorf("%w: row %d holds the values of two stored rows (%d, %d)", errEntflakeUncertain, j, found, id)
+			default:
+				found = id
+			}
+		}
+		if found == 0 && r.generated && !keyed {
+			found = own // nothing it could meet: inserted
+		}
+		if found == 0 {
+			return fmt.Errorf("%w: no stored row holds the id or, byte for byte, a unique key of row %d", errEntflakeUncertain, j)
+		}
+		node.ID.Value = found
+	}
+	return nil
+}
+
+// entflakeKeyOf returns the values of a key's columns in row as one string
+// to compare, and false if one of them is NULL or of a type that
+// entflakeValue does not compare.
+func entflakeKeyOf(key []string, row map[string]any) (string, bool) {
+	var b strings.Builder
+	for _, c := range key {
+		v, ok := entflakeValue(row[c])
+		if !ok {
+			return "", false
+		}
+		fmt.Fprintf(&b, "%d:%s;", len(v), v)
+	}
+	return b.String(), true
+}
+
+// entflakeValue makes a value given to the driver, or read back from it,
+// comparable, as text: the MySQL driver reads text, and integers too over
+// the text protocol (interpolateParams), back as bytes, and integers as
+// int64 over the binary one; a column holds one kind of value, so the
+// text of either compares. Anything else (a time, a float, NULL) is not
+// compared: the server may store it otherwise than it was sent.
+func entflakeValue(v any) (string, bool) {
+	switch v := v.(type) {
+	case string:
+		return v, true
+	case []byte:
+		return string(v), true
+	case int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64:
+		return fmt.Sprint(v), true
+	case bool:
+		if v {
+			return "1", true
+		}
+		return "0", true
+	}
+	return "", false
+}
+
+// entflakeExternalEdges reports whether a batch adds edges whose rows are
+// in other tables (M2M, O2M, O2O from this side), written after the INSERT.
+func entflakeExternalEdges(spec *sqlgraph.BatchCreateSpec) bool {
+	for _, node := range spec.Nodes {
+		for _, e := range node.Edges {
+			if e.Rel == sqlgraph.M2M || e.Rel == sqlgraph.O2M || e.Rel == sqlgraph.O2O && !e.Inverse {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// entflakeReturningDriver is the driver of entflakeBulkReturning: its
+// first statement, or its transaction's, is the batch's INSERT, which it
+// runs with RETURNING; every other statement passes through.
+type entflakeReturningDriver struct {
+	dialect.Driver
+	spec   *sqlgraph.BatchCreateSpec
+	column string
+	done   bool
+}
+
+// Exec implements dialect.Driver.
+func (r *entflakeReturningDriver) Exec(ctx context.Context, query string, args, v any) error {
+	return r.exec(ctx, r.Driver, query, args, v)
+}
+
+// Tx implements dialect.Driver: sqlgraph opens one for a batch with edges.
+func (r *entflakeReturningDriver) Tx(ctx context.Context) (dialect.Tx, error) {
+	tx, err := r.Driver.Tx(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return entflakeReturningTx{Tx: tx, r: r}, nil
+}
+
+// exec runs the batch's INSERT with RETURNING, on drv, and every other
+// statement as it is. MariaDB returns one row per VALUES row, in order.
+func (r *entflakeReturningDriver) exec(ctx context.Context, drv dialect.ExecQuerier, query string, args, v any) error {
+	if r.done || !strings.HasPrefix(query, "INSERT INTO ") {
+		return drv.Exec(ctx, query, args, v)
+	}
+	r.done = true
+	rows := &sql.Rows{}
+	if err := drv.Query(ctx, query+" RETURNING `"+strings.ReplaceAll(r.column, "`", "``")+"`", args, rows); err != nil {
+		return err
+	}
+	defer rows.Close()
+	n := 0
+	for ; rows.Next(); n++ {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return err
+		}
+		if n < len(r.spec.Nodes) {
+			r.spec.Nodes[n].ID.Value = id
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if n != len(r.spec.Nodes) {
+		return fmt.Errorf("edges: bulk upsert into %s: RETURNING gave %d rows for %d", r.spec.Nodes[0].Table, n, len(r.spec.Nodes))
+	}
+	if res, ok := v.(*sql.Result); ok {
+		*res = driver.RowsAffected(n)
+	}
+	return nil
+}
+
+// entflakeReturningTx is the transaction of an entflakeReturningDriver.
+type entflakeReturningTx struct {
+	dialect.Tx
+	r *entflakeReturningDriver
+}
+
+// Exec implements dialect.Tx.
+func (t entflakeReturningTx) Exec(ctx context.Context, query string, args, v any) error {
+	return t.r.exec(ctx, t.Tx, query, args, v)
+}
+
+// entflakeUpsertEach runs a bulk upsert (entflakePerRow, see
+// entflakeBulkPath) as one upsert per row, each with its edges, in one
+// transaction (in the caller's, within a savepoint, so that a failed row
+// leaves none of the batch): every row and its edges get the stored row's
+// id, as a single upsert does, and every row names the columns of the
+// batch, as ent's one statement does (entflakeSameColumns). A row the
 // database skipped (DO NOTHING, or a false DO UPDATE ... WHERE, on
 // PostgreSQL and SQLite) is left without an id (spec.ID.Value nil, the
 // entity's ID 0); one that also had edges to add to other rows fails the
 // batch with entflake.ErrSkippedEdges, since the row they name was not
 // written. generated[j] reports whether the hook generated the id of row j.
-func entflakeUpsertEach(ctx context.Context, c *config, spec *sqlgraph.BatchCreateSpec, generated []bool) (err error) {
+func entflakeUpsertEach(ctx context.Context, c *config, spec *sqlgraph.BatchCreateSpec, generated []bool) error {
+	return entflakeBatchTx(ctx, c, func(drv dialect.Driver) error {
+		d := drv.Dialect()
+		entflakeSameColumns(spec)
+		opts := entflakeCallerOptions(d, spec.OnConflict) // once for the batch
+		n := len(opts)
+		for j, node := range spec.Nodes {
+			id, _ := node.ID.Value.(int64)
+			node.OnConflict = append(opts[:n:n], entflakeUpsertID(d, node, generated[j]))
+			err := sqlgraph.CreateNode(ctx, drv, node)
+			switch {
+			case err == nil:
+				continue
+			case d != dialect.MySQL && errors.Is(err, stdsql.ErrNoRows):
+				// RETURNING gave no row: the database skipped this one.
+				for _, e := range node.Edges {
+					if e.Rel == sqlgraph.M2M || e.Rel == sqlgraph.O2M || e.Rel == sqlgraph.O2O && !e.Inverse {
+						return fmt.Errorf("edges: bulk upsert into %s: %w: row %d (id %d) conflicted and was skipped, so its %s edge "+
+							"names no stored row; use an update resolution (UpdateNewValues, Ignore), or add the edges afterwards",
+							node.Table, entflake.ErrSkippedEdges, j, id, e.Table)
+					}
+				}
+				node.ID.Value = nil
+			default:
+				in := entflake.Insert{Table: node.Table, Schema: node.Schema, Column: node.ID.Column, IDs: []int64{id}, Upsert: generated[j]}
+				if sqlgraph.IsConstraintError(err) {
+					err = &ConstraintError{msg: err.Error(), wrap: err}
+				}
+				return entflakeTrip(ctx, c, in, err)
+			}
+		}
+		return nil
+	})
+}
+
+// entflakeBatchTx runs f, which writes a batch, in one transaction: a new
+// one, or the caller's within a savepoint, so that a batch that fails
+// leaves none of its rows in it, as one multi-row INSERT would. f gets the
+// transaction as a driver (entflakeTx).
+func entflakeBatchTx(ctx context.Context, c *config, f func(dialect.Driver) error) (err error) {
 	d := c.driver.Dialect()
 	nested := entflakeInTx(c) != nil
 	var tx dialect.Tx = dialect.NopTx(c.driver)
@@ -470,35 +1210,7 @@ func entflakeUpsertEach(ctx context.Context, c *config, spec *sqlgraph.BatchCrea
 			}
 		}
 	}()
-	drv := entflakeTx{tx: tx, dialect: d}
-	opts := entflakeCallerOptions(d, spec.OnConflict) // once for the batch
-	n := len(opts)
-	for j, node := range spec.Nodes {
-		id, _ := node.ID.Value.(int64)
-		node.OnConflict = append(opts[:n:n], entflakeUpsertID(d, node, generated[j]))
-		err := sqlgraph.CreateNode(ctx, drv, node)
-		switch {
-		case err == nil:
-			continue
-		case d != dialect.MySQL && errors.Is(err, stdsql.ErrNoRows):
-			// RETURNING gave no row: the database skipped this one.
-			for _, e := range node.Edges {
-				if e.Rel == sqlgraph.M2M || e.Rel == sqlgraph.O2M || e.Rel == sqlgraph.O2O && !e.Inverse {
-					return fmt.Errorf("edges: bulk upsert into %s: %w: row %d (id %d) conflicted and was skipped, so its %s edge "+
-						"names no stored row; use an update resolution (UpdateNewValues, Ignore), or add the edges afterwards",
-						node.Table, entflake.ErrSkippedEdges, j, id, e.Table)
-				}
-			}
-			node.ID.Value = nil
-		default:
-			in := entflake.Insert{Table: node.Table, Schema: node.Schema, Column: node.ID.Column, IDs: []int64{id}, Upsert: generated[j]}
-			if sqlgraph.IsConstraintError(err) {
-				err = &ConstraintError{msg: err.Error(), wrap: err}
-			}
-			return entflakeTrip(ctx, c, in, err)
-		}
-	}
-	return nil
+	return f(entflakeTx{tx: tx, dialect: d})
 }
 
 // entflakeTx is a transaction as a driver, for sqlgraph.CreateNode, which

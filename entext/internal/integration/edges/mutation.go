@@ -13,6 +13,7 @@ import (
 	"github.com/entflake/entflake/entext/internal/integration/edges/card"
 	"github.com/entflake/entflake/entext/internal/integration/edges/group"
 	"github.com/entflake/entflake/entext/internal/integration/edges/pet"
+	"github.com/entflake/entflake/entext/internal/integration/edges/plain"
 	"github.com/entflake/entflake/entext/internal/integration/edges/predicate"
 	"github.com/entflake/entflake/entext/internal/integration/edges/user"
 )
@@ -29,6 +30,7 @@ const (
 	TypeCard  = "Card"
 	TypeGroup = "Group"
 	TypePet   = "Pet"
+	TypePlain = "Plain"
 	TypeUser  = "User"
 )
 
@@ -1405,6 +1407,498 @@ func (m *PetMutation) ResetEdge(name string) error {
 	return fmt.Errorf("unknown Pet edge %s", name)
 }
 
+// PlainMutation represents an operation that mutates the Plain nodes in the graph.
+type PlainMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *int
+	name          *string
+	age           *int
+	addage        *int
+	nick          *string
+	clearedFields map[string]struct{}
+	done          bool
+	oldValue      func(context.Context) (*Plain, error)
+	predicates    []predicate.Plain
+}
+
+var _ ent.Mutation = (*PlainMutation)(nil)
+
+// plainOption allows management of the mutation configuration using functional options.
+type plainOption func(*PlainMutation)
+
+// newPlainMutation creates new mutation for the Plain entity.
+func newPlainMutation(c config, op Op, opts ...plainOption) *PlainMutation {
+	m := &PlainMutation{
+		config:        c,
+		op:            op,
+		typ:           TypePlain,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withPlainID sets the ID field of the mutation.
+func withPlainID(id int) plainOption {
+	return func(m *PlainMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *Plain
+		)
+		m.oldValue = func(ctx context.Context) (*Plain, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().Plain.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withPlain sets the old Plain of the mutation.
+func withPlain(node *Plain) plainOption {
+	return func(m *PlainMutation) {
+		m.oldValue = func(context.Context) (*Plain, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m PlainMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m PlainMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("edges: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *PlainMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *PlainMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().Plain.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetName sets the "name" field.
+func (m *PlainMutation) SetName(s string) {
+	m.name = &s
+}
+
+// Name returns the value of the "name" field in the mutation.
+func (m *PlainMutation) Name() (r string, exists bool) {
+	v := m.name
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldName returns the old "name" field's value of the Plain entity.
+// If the Plain object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PlainMutation) OldName(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldName is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldName requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldName: %w", err)
+	}
+	return oldValue.Name, nil
+}
+
+// ResetName resets all changes to the "name" field.
+func (m *PlainMutation) ResetName() {
+	m.name = nil
+}
+
+// SetAge sets the "age" field.
+func (m *PlainMutation) SetAge(i int) {
+	m.age = &i
+	m.addage = nil
+}
+
+// Age returns the value of the "age" field in the mutation.
+func (m *PlainMutation) Age() (r int, exists bool) {
+	v := m.age
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldAge returns the old "age" field's value of the Plain entity.
+// If the Plain object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PlainMutation) OldAge(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldAge is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldAge requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldAge: %w", err)
+	}
+	return oldValue.Age, nil
+}
+
+// AddAge adds i to the "age" field.
+func (m *PlainMutation) AddAge(i int) {
+	if m.addage != nil {
+		*m.addage += i
+	} else {
+		m.addage = &i
+	}
+}
+
+// AddedAge returns the value that was added to the "age" field in this mutation.
+func (m *PlainMutation) AddedAge() (r int, exists bool) {
+	v := m.addage
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetAge resets all changes to the "age" field.
+func (m *PlainMutation) ResetAge() {
+	m.age = nil
+	m.addage = nil
+}
+
+// SetNick sets the "nick" field.
+func (m *PlainMutation) SetNick(s string) {
+	m.nick = &s
+}
+
+// Nick returns the value of the "nick" field in the mutation.
+func (m *PlainMutation) Nick() (r string, exists bool) {
+	v := m.nick
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldNick returns the old "nick" field's value of the Plain entity.
+// If the Plain object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PlainMutation) OldNick(ctx context.Context) (v *string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldNick is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldNick requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldNick: %w", err)
+	}
+	return oldValue.Nick, nil
+}
+
+// ClearNick clears the value of the "nick" field.
+func (m *PlainMutation) ClearNick() {
+	m.nick = nil
+	m.clearedFields[plain.FieldNick] = struct{}{}
+}
+
+// NickCleared returns if the "nick" field was cleared in this mutation.
+func (m *PlainMutation) NickCleared() bool {
+	_, ok := m.clearedFields[plain.FieldNick]
+	return ok
+}
+
+// ResetNick resets all changes to the "nick" field.
+func (m *PlainMutation) ResetNick() {
+	m.nick = nil
+	delete(m.clearedFields, plain.FieldNick)
+}
+
+// Where appends a list predicates to the PlainMutation builder.
+func (m *PlainMutation) Where(ps ...predicate.Plain) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the PlainMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *PlainMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.Plain, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *PlainMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *PlainMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (Plain).
+func (m *PlainMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *PlainMutation) Fields() []string {
+	fields := make([]string, 0, 3)
+	if m.name != nil {
+		fields = append(fields, plain.FieldName)
+	}
+	if m.age != nil {
+		fields = append(fields, plain.FieldAge)
+	}
+	if m.nick != nil {
+		fields = append(fields, plain.FieldNick)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *PlainMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case plain.FieldName:
+		return m.Name()
+	case plain.FieldAge:
+		return m.Age()
+	case plain.FieldNick:
+		return m.Nick()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *PlainMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case plain.FieldName:
+		return m.OldName(ctx)
+	case plain.FieldAge:
+		return m.OldAge(ctx)
+	case plain.FieldNick:
+		return m.OldNick(ctx)
+	}
+	return nil, fmt.Errorf("unknown Plain field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *PlainMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case plain.FieldName:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetName(v)
+		return nil
+	case plain.FieldAge:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetAge(v)
+		return nil
+	case plain.FieldNick:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetNick(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Plain field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *PlainMutation) AddedFields() []string {
+	var fields []string
+	if m.addage != nil {
+		fields = append(fields, plain.FieldAge)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *PlainMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case plain.FieldAge:
+		return m.AddedAge()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *PlainMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case plain.FieldAge:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddAge(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Plain numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *PlainMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(plain.FieldNick) {
+		fields = append(fields, plain.FieldNick)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *PlainMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *PlainMutation) ClearField(name string) error {
+	switch name {
+	case plain.FieldNick:
+		m.ClearNick()
+		return nil
+	}
+	return fmt.Errorf("unknown Plain nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *PlainMutation) ResetField(name string) error {
+	switch name {
+	case plain.FieldName:
+		m.ResetName()
+		return nil
+	case plain.FieldAge:
+		m.ResetAge()
+		return nil
+	case plain.FieldNick:
+		m.ResetNick()
+		return nil
+	}
+	return fmt.Errorf("unknown Plain field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *PlainMutation) AddedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *PlainMutation) AddedIDs(name string) []ent.Value {
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *PlainMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *PlainMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *PlainMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *PlainMutation) EdgeCleared(name string) bool {
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *PlainMutation) ClearEdge(name string) error {
+	return fmt.Errorf("unknown Plain unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *PlainMutation) ResetEdge(name string) error {
+	return fmt.Errorf("unknown Plain edge %s", name)
+}
+
 // UserMutation represents an operation that mutates the User nodes in the graph.
 type UserMutation struct {
 	config
@@ -1414,6 +1908,7 @@ type UserMutation struct {
 	name          *string
 	age           *int
 	addage        *int
+	nick          *string
 	clearedFields map[string]struct{}
 	pets          map[int64]struct{}
 	removedpets   map[int64]struct{}
@@ -1630,6 +2125,55 @@ func (m *UserMutation) ResetAge() {
 	m.addage = nil
 }
 
+// SetNick sets the "nick" field.
+func (m *UserMutation) SetNick(s string) {
+	m.nick = &s
+}
+
+// Nick returns the value of the "nick" field in the mutation.
+func (m *UserMutation) Nick() (r string, exists bool) {
+	v := m.nick
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldNick returns the old "nick" field's value of the User entity.
+// If the User object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *UserMutation) OldNick(ctx context.Context) (v *string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldNick is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldNick requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldNick: %w", err)
+	}
+	return oldValue.Nick, nil
+}
+
+// ClearNick clears the value of the "nick" field.
+func (m *UserMutation) ClearNick() {
+	m.nick = nil
+	m.clearedFields[user.FieldNick] = struct{}{}
+}
+
+// NickCleared returns if the "nick" field was cleared in this mutation.
+func (m *UserMutation) NickCleared() bool {
+	_, ok := m.clearedFields[user.FieldNick]
+	return ok
+}
+
+// ResetNick resets all changes to the "nick" field.
+func (m *UserMutation) ResetNick() {
+	m.nick = nil
+	delete(m.clearedFields, user.FieldNick)
+}
+
 // AddPetIDs adds the "pets" edge to the Pet entity by ids.
 func (m *UserMutation) AddPetIDs(ids ...int64) {
 	if m.pets == nil {
@@ -1811,12 +2355,15 @@ func (m *UserMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *UserMutation) Fields() []string {
-	fields := make([]string, 0, 2)
+	fields := make([]string, 0, 3)
 	if m.name != nil {
 		fields = append(fields, user.FieldName)
 	}
 	if m.age != nil {
 		fields = append(fields, user.FieldAge)
+	}
+	if m.nick != nil {
+		fields = append(fields, user.FieldNick)
 	}
 	return fields
 }
@@ -1830,6 +2377,8 @@ func (m *UserMutation) Field(name string) (ent.Value, bool) {
 		return m.Name()
 	case user.FieldAge:
 		return m.Age()
+	case user.FieldNick:
+		return m.Nick()
 	}
 	return nil, false
 }
@@ -1843,6 +2392,8 @@ func (m *UserMutation) OldField(ctx context.Context, name string) (ent.Value, er
 		return m.OldName(ctx)
 	case user.FieldAge:
 		return m.OldAge(ctx)
+	case user.FieldNick:
+		return m.OldNick(ctx)
 	}
 	return nil, fmt.Errorf("unknown User field %s", name)
 }
@@ -1865,6 +2416,13 @@ func (m *UserMutation) SetField(name string, value ent.Value) error {
 			return fmt.Errorf("unexpected type %T for field %s", value, name)
 		}
 		m.SetAge(v)
+		return nil
+	case user.FieldNick:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetNick(v)
 		return nil
 	}
 	return fmt.Errorf("unknown User field %s", name)
@@ -1910,7 +2468,11 @@ func (m *UserMutation) AddField(name string, value ent.Value) error {
 // ClearedFields returns all nullable fields that were cleared during this
 // mutation.
 func (m *UserMutation) ClearedFields() []string {
-	return nil
+	var fields []string
+	if m.FieldCleared(user.FieldNick) {
+		fields = append(fields, user.FieldNick)
+	}
+	return fields
 }
 
 // FieldCleared returns a boolean indicating if a field with the given name was
@@ -1923,6 +2485,11 @@ func (m *UserMutation) FieldCleared(name string) bool {
 // ClearField clears the value of the field with the given name. It returns an
 // error if the field is not defined in the schema.
 func (m *UserMutation) ClearField(name string) error {
+	switch name {
+	case user.FieldNick:
+		m.ClearNick()
+		return nil
+	}
 	return fmt.Errorf("unknown User nullable field %s", name)
 }
 
@@ -1935,6 +2502,9 @@ func (m *UserMutation) ResetField(name string) error {
 		return nil
 	case user.FieldAge:
 		m.ResetAge()
+		return nil
+	case user.FieldNick:
+		m.ResetNick()
 		return nil
 	}
 	return fmt.Errorf("unknown User field %s", name)

@@ -384,25 +384,45 @@ func (_c *PetCreateBulk) Save(ctx context.Context) ([]*Pet, error) {
 					for _, b := range _c.builders {
 						b.mutation.entflakeBatch = &_c.builders
 					}
-					generated := make([]bool, len(_c.builders))
-					for j, b := range _c.builders {
-						generated[j] = b.mutation.entflakeState.generated(b.mutation.ID())
-					}
-					if len(spec.OnConflict) > 0 && entflakeEach(_c.driver.Dialect(), spec.OnConflict, generated) {
-						err := entflakeUpsertEach(ctx, &_c.config, spec, generated)
-						if err != nil {
+					if len(spec.OnConflict) > 0 {
+						generated := make([]bool, len(_c.builders))
+						for j, b := range _c.builders {
+							generated[j] = b.mutation.entflakeState.generated(b.mutation.ID())
+						}
+						path, why, err := entflakeBulkPath(ctx, &_c.config, spec.OnConflict, generated)
+						switch {
+						case err != nil:
 							return nil, err
-						}
-						for j, s := range spec.Nodes {
-							nodes[j].ID, _ = s.ID.Value.(int64)
-						}
-						spec.Nodes = nil
-					} else if n := len(spec.OnConflict); n > 0 {
-						spec.OnConflict = append(spec.OnConflict[:n:n], entflakeKeepBatchID(_c.driver.Dialect(), "id", !slices.Contains(generated, false)))
-						// RETURNING gives every row's stored id, in order; ent's code
-						// after BatchCreate copies it only into an entity whose ID is 0.
-						for j := range nodes {
-							nodes[j].ID = 0
+						case path == entflakeOneStatement:
+							n := len(spec.OnConflict)
+							spec.OnConflict = append(spec.OnConflict[:n:n], entflakeKeepBatchID(_c.driver.Dialect(), "id", !slices.Contains(generated, false)))
+							// RETURNING gives every row's stored id, in order; ent's code
+							// after BatchCreate copies it only into an entity whose ID is 0.
+							for j := range nodes {
+								nodes[j].ID = 0
+							}
+						default:
+							if path == entflakeSelectBack {
+								var fallback bool
+								if fallback, why, err = entflakeBulkSelect(ctx, &_c.config, spec, generated); err == nil && fallback {
+									path = entflakePerRow
+								}
+							}
+							if path == entflakeReturning {
+								err = entflakeBulkReturning(ctx, &_c.config, spec, generated)
+							} else if path == entflakePerRow {
+								if _c.debug {
+									_c.log(fmt.Sprintf("entflake: bulk upsert into %s runs one upsert per row: %s", "pets", why))
+								}
+								err = entflakeUpsertEach(ctx, &_c.config, spec, generated)
+							}
+							if err != nil {
+								return nil, err
+							}
+							for j, s := range spec.Nodes {
+								nodes[j].ID, _ = s.ID.Value.(int64)
+							}
+							spec.Nodes = nil
 						}
 					}
 					entflakeKeepBatchIDs(_c.driver.Dialect(), spec)

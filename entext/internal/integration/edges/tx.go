@@ -18,6 +18,8 @@ type Tx struct {
 	Group *GroupClient
 	// Pet is the client for interacting with the Pet builders.
 	Pet *PetClient
+	// Plain is the client for interacting with the Plain builders.
+	Plain *PlainClient
 	// User is the client for interacting with the User builders.
 	User *UserClient
 
@@ -154,6 +156,7 @@ func (tx *Tx) init() {
 	tx.Card = NewCardClient(tx.config)
 	tx.Group = NewGroupClient(tx.config)
 	tx.Pet = NewPetClient(tx.config)
+	tx.Plain = NewPlainClient(tx.config)
 	tx.User = NewUserClient(tx.config)
 }
 

@@ -22,6 +22,8 @@ type User struct {
 	Name string `json:"name,omitempty"`
 	// Age holds the value of the "age" field.
 	Age int `json:"age,omitempty"`
+	// Nick holds the value of the "nick" field.
+	Nick *string `json:"nick,omitempty"`
 	// Edges holds the relations/edges for other nodes in the graph.
 	// The values are being populated by the UserQuery when eager-loading is set.
 	Edges        UserEdges `json:"edges"`
@@ -77,7 +79,7 @@ func (*User) scanValues(columns []string) ([]any, error) {
 		switch columns[i] {
 		case user.FieldID, user.FieldAge:
 			values[i] = new(sql.NullInt64)
-		case user.FieldName:
+		case user.FieldName, user.FieldNick:
 			values[i] = new(sql.NullString)
 		default:
 			values[i] = new(sql.UnknownType)
@@ -111,6 +113,13 @@ func (_m *User) assignValues(columns []string, values []any) error {
 				return fmt.Errorf("unexpected type %T for field age", values[i])
 			} else if value.Valid {
 				_m.Age = int(value.Int64)
+			}
+		case user.FieldNick:
+			if value, ok := values[i].(*sql.NullString); !ok {
+				return fmt.Errorf("unexpected type %T for field nick", values[i])
+			} else if value.Valid {
+				_m.Nick = new(string)
+				*_m.Nick = value.String
 			}
 		default:
 			_m.selectValues.Set(columns[i], values[i])
@@ -168,6 +177,11 @@ func (_m *User) String() string {
 	builder.WriteString(", ")
 	builder.WriteString("age=")
 	builder.WriteString(fmt.Sprintf("%v", _m.Age))
+	builder.WriteString(", ")
+	if v := _m.Nick; v != nil {
+		builder.WriteString("nick=")
+		builder.WriteString(*v)
+	}
 	builder.WriteByte(')')
 	return builder.String()
 }

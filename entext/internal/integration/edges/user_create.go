@@ -45,6 +45,20 @@ func (_c *UserCreate) SetNillableAge(v *int) *UserCreate {
 	return _c
 }
 
+// SetNick sets the "nick" field.
+func (_c *UserCreate) SetNick(v string) *UserCreate {
+	_c.mutation.SetNick(v)
+	return _c
+}
+
+// SetNillableNick sets the "nick" field if the given value is not nil.
+func (_c *UserCreate) SetNillableNick(v *string) *UserCreate {
+	if v != nil {
+		_c.SetNick(*v)
+	}
+	return _c
+}
+
 // SetID sets the "id" field.
 func (_c *UserCreate) SetID(v int64) *UserCreate {
 	_c.mutation.SetID(v)
@@ -196,6 +210,10 @@ func (_c *UserCreate) createSpec() (*User, *sqlgraph.CreateSpec) {
 		_spec.SetField(user.FieldAge, field.TypeInt, value)
 		_node.Age = value
 	}
+	if value, ok := _c.mutation.Nick(); ok {
+		_spec.SetField(user.FieldNick, field.TypeString, value)
+		_node.Nick = &value
+	}
 	if nodes := _c.mutation.PetsIDs(); len(nodes) > 0 {
 		edge := &sqlgraph.EdgeSpec{
 			Rel:     sqlgraph.O2M,
@@ -326,6 +344,24 @@ func (u *UserUpsert) AddAge(v int) *UserUpsert {
 	return u
 }
 
+// SetNick sets the "nick" field.
+func (u *UserUpsert) SetNick(v string) *UserUpsert {
+	u.Set(user.FieldNick, v)
+	return u
+}
+
+// UpdateNick sets the "nick" field to the value that was provided on create.
+func (u *UserUpsert) UpdateNick() *UserUpsert {
+	u.SetExcluded(user.FieldNick)
+	return u
+}
+
+// ClearNick clears the value of the "nick" field.
+func (u *UserUpsert) ClearNick() *UserUpsert {
+	u.SetNull(user.FieldNick)
+	return u
+}
+
 // UpdateNewValues updates the mutable fields using the new values that were set on create except the ID field.
 // Using this option is equivalent to using:
 //
@@ -409,6 +445,27 @@ func (u *UserUpsertOne) UpdateAge() *UserUpsertOne {
 	})
 }
 
+// SetNick sets the "nick" field.
+func (u *UserUpsertOne) SetNick(v string) *UserUpsertOne {
+	return u.Update(func(s *UserUpsert) {
+		s.SetNick(v)
+	})
+}
+
+// UpdateNick sets the "nick" field to the value that was provided on create.
+func (u *UserUpsertOne) UpdateNick() *UserUpsertOne {
+	return u.Update(func(s *UserUpsert) {
+		s.UpdateNick()
+	})
+}
+
+// ClearNick clears the value of the "nick" field.
+func (u *UserUpsertOne) ClearNick() *UserUpsertOne {
+	return u.Update(func(s *UserUpsert) {
+		s.ClearNick()
+	})
+}
+
 // Exec executes the query.
 func (u *UserUpsertOne) Exec(ctx context.Context) error {
 	if len(u.create.conflict) == 0 {
@@ -481,25 +538,45 @@ func (_c *UserCreateBulk) Save(ctx context.Context) ([]*User, error) {
 					for _, b := range _c.builders {
 						b.mutation.entflakeBatch = &_c.builders
 					}
-					generated := make([]bool, len(_c.builders))
-					for j, b := range _c.builders {
-						generated[j] = b.mutation.entflakeState.generated(b.mutation.ID())
-					}
-					if len(spec.OnConflict) > 0 && entflakeEach(_c.driver.Dialect(), spec.OnConflict, generated) {
-						err := entflakeUpsertEach(ctx, &_c.config, spec, generated)
-						if err != nil {
+					if len(spec.OnConflict) > 0 {
+						generated := make([]bool, len(_c.builders))
+						for j, b := range _c.builders {
+							generated[j] = b.mutation.entflakeState.generated(b.mutation.ID())
+						}
+						path, why, err := entflakeBulkPath(ctx, &_c.config, spec.OnConflict, generated)
+						switch {
+						case err != nil:
 							return nil, err
-						}
-						for j, s := range spec.Nodes {
-							nodes[j].ID, _ = s.ID.Value.(int64)
-						}
-						spec.Nodes = nil
-					} else if n := len(spec.OnConflict); n > 0 {
-						spec.OnConflict = append(spec.OnConflict[:n:n], entflakeKeepBatchID(_c.driver.Dialect(), "id", !slices.Contains(generated, false)))
-						// RETURNING gives every row's stored id, in order; ent's code
-						// after BatchCreate copies it only into an entity whose ID is 0.
-						for j := range nodes {
-							nodes[j].ID = 0
+						case path == entflakeOneStatement:
+							n := len(spec.OnConflict)
+							spec.OnConflict = append(spec.OnConflict[:n:n], entflakeKeepBatchID(_c.driver.Dialect(), "id", !slices.Contains(generated, false)))
+							// RETURNING gives every row's stored id, in order; ent's code
+							// after BatchCreate copies it only into an entity whose ID is 0.
+							for j := range nodes {
+								nodes[j].ID = 0
+							}
+						default:
+							if path == entflakeSelectBack {
+								var fallback bool
+								if fallback, why, err = entflakeBulkSelect(ctx, &_c.config, spec, generated); err == nil && fallback {
+									path = entflakePerRow
+								}
+							}
+							if path == entflakeReturning {
+								err = entflakeBulkReturning(ctx, &_c.config, spec, generated)
+							} else if path == entflakePerRow {
+								if _c.debug {
+									_c.log(fmt.Sprintf("entflake: bulk upsert into %s runs one upsert per row: %s", "users", why))
+								}
+								err = entflakeUpsertEach(ctx, &_c.config, spec, generated)
+							}
+							if err != nil {
+								return nil, err
+							}
+							for j, s := range spec.Nodes {
+								nodes[j].ID, _ = s.ID.Value.(int64)
+							}
+							spec.Nodes = nil
 						}
 					}
 					entflakeKeepBatchIDs(_c.driver.Dialect(), spec)
@@ -680,6 +757,27 @@ func (u *UserUpsertBulk) AddAge(v int) *UserUpsertBulk {
 func (u *UserUpsertBulk) UpdateAge() *UserUpsertBulk {
 	return u.Update(func(s *UserUpsert) {
 		s.UpdateAge()
+	})
+}
+
+// SetNick sets the "nick" field.
+func (u *UserUpsertBulk) SetNick(v string) *UserUpsertBulk {
+	return u.Update(func(s *UserUpsert) {
+		s.SetNick(v)
+	})
+}
+
+// UpdateNick sets the "nick" field to the value that was provided on create.
+func (u *UserUpsertBulk) UpdateNick() *UserUpsertBulk {
+	return u.Update(func(s *UserUpsert) {
+		s.UpdateNick()
+	})
+}
+
+// ClearNick clears the value of the "nick" field.
+func (u *UserUpsertBulk) ClearNick() *UserUpsertBulk {
+	return u.Update(func(s *UserUpsert) {
+		s.ClearNick()
 	})
 }
 

@@ -65,6 +65,26 @@ func (_u *UserUpdate) AddAge(v int) *UserUpdate {
 	return _u
 }
 
+// SetNick sets the "nick" field.
+func (_u *UserUpdate) SetNick(v string) *UserUpdate {
+	_u.mutation.SetNick(v)
+	return _u
+}
+
+// SetNillableNick sets the "nick" field if the given value is not nil.
+func (_u *UserUpdate) SetNillableNick(v *string) *UserUpdate {
+	if v != nil {
+		_u.SetNick(*v)
+	}
+	return _u
+}
+
+// ClearNick clears the value of the "nick" field.
+func (_u *UserUpdate) ClearNick() *UserUpdate {
+	_u.mutation.ClearNick()
+	return _u
+}
+
 // AddPetIDs adds the "pets" edge to the Pet entity by IDs.
 func (_u *UserUpdate) AddPetIDs(ids ...int64) *UserUpdate {
 	_u.mutation.AddPetIDs(ids...)
@@ -211,6 +231,12 @@ func (_u *UserUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	}
 	if value, ok := _u.mutation.AddedAge(); ok {
 		_spec.AddField(user.FieldAge, field.TypeInt, value)
+	}
+	if value, ok := _u.mutation.Nick(); ok {
+		_spec.SetField(user.FieldNick, field.TypeString, value)
+	}
+	if _u.mutation.NickCleared() {
+		_spec.ClearField(user.FieldNick, field.TypeString)
 	}
 	if _u.mutation.PetsCleared() {
 		edge := &sqlgraph.EdgeSpec{
@@ -383,6 +409,26 @@ func (_u *UserUpdateOne) SetNillableAge(v *int) *UserUpdateOne {
 // AddAge adds value to the "age" field.
 func (_u *UserUpdateOne) AddAge(v int) *UserUpdateOne {
 	_u.mutation.AddAge(v)
+	return _u
+}
+
+// SetNick sets the "nick" field.
+func (_u *UserUpdateOne) SetNick(v string) *UserUpdateOne {
+	_u.mutation.SetNick(v)
+	return _u
+}
+
+// SetNillableNick sets the "nick" field if the given value is not nil.
+func (_u *UserUpdateOne) SetNillableNick(v *string) *UserUpdateOne {
+	if v != nil {
+		_u.SetNick(*v)
+	}
+	return _u
+}
+
+// ClearNick clears the value of the "nick" field.
+func (_u *UserUpdateOne) ClearNick() *UserUpdateOne {
+	_u.mutation.ClearNick()
 	return _u
 }
 
@@ -562,6 +608,12 @@ func (_u *UserUpdateOne) sqlSave(ctx context.Context) (_node *User, err error) {
 	}
 	if value, ok := _u.mutation.AddedAge(); ok {
 		_spec.AddField(user.FieldAge, field.TypeInt, value)
+	}
+	if value, ok := _u.mutation.Nick(); ok {
+		_spec.SetField(user.FieldNick, field.TypeString, value)
+	}
+	if _u.mutation.NickCleared() {
+		_spec.ClearField(user.FieldNick, field.TypeString)
 	}
 	if _u.mutation.PetsCleared() {
 		edge := &sqlgraph.EdgeSpec{

@@ -103,6 +103,8 @@ type (
 
 		// entflake assigns the IDs of entity types with the SnowflakeID mixin.
 		entflake interface{ NextID() (int64, error) }
+		// entflakeServer is what the client learned of its server (entflakeBulkPath).
+		entflakeServer *entflakeServer
 	}
 	// Option function to configure the client.
 	Option func(*config)
@@ -111,6 +113,7 @@ type (
 // newConfig creates a new config for the client.
 func newConfig(opts ...Option) config {
 	cfg := config{log: log.Println, hooks: &hooks{}, inters: &inters{}}
+	cfg.entflakeServer = &entflakeServer{}
 	cfg.hooks.Builder = append(cfg.hooks.Builder, entflakeIDs)
 	cfg.hooks.Doc = append(cfg.hooks.Doc, entflakeIDs)
 	cfg.hooks.Json = append(cfg.hooks.Json, entflakeIDs)

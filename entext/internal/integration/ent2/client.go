@@ -59,6 +59,8 @@ type (
 
 		// entflake assigns the IDs of entity types with the SnowflakeID mixin.
 		entflake interface{ NextID() (int64, error) }
+		// entflakeServer is what the client learned of its server (entflakeBulkPath).
+		entflakeServer *entflakeServer
 	}
 	// Option function to configure the client.
 	Option func(*config)
@@ -67,6 +69,7 @@ type (
 // newConfig creates a new config for the client.
 func newConfig(opts ...Option) config {
 	cfg := config{log: log.Println, hooks: &hooks{}, inters: &inters{}}
+	cfg.entflakeServer = &entflakeServer{}
 	cfg.hooks.Specs = append(cfg.hooks.Specs, entflakeIDs)
 	cfg.hooks.V = append(cfg.hooks.V, entflakeIDs)
 	cfg.options(opts...)

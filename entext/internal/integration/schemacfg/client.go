@@ -61,6 +61,8 @@ type (
 
 		// entflake assigns the IDs of entity types with the SnowflakeID mixin.
 		entflake interface{ NextID() (int64, error) }
+		// entflakeServer is what the client learned of its server (entflakeBulkPath).
+		entflakeServer *entflakeServer
 		// schemaConfig contains alternative names for all tables.
 		schemaConfig SchemaConfig
 	}
@@ -71,6 +73,7 @@ type (
 // newConfig creates a new config for the client.
 func newConfig(opts ...Option) config {
 	cfg := config{log: log.Println, hooks: &hooks{}, inters: &inters{}}
+	cfg.entflakeServer = &entflakeServer{}
 	cfg.hooks.Item = append(cfg.hooks.Item, entflakeIDs)
 	cfg.hooks.Thing = append(cfg.hooks.Thing, entflakeIDs)
 	cfg.options(opts...)

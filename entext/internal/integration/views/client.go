@@ -61,6 +61,8 @@ type (
 
 		// entflake assigns the IDs of entity types with the SnowflakeID mixin.
 		entflake interface{ NextID() (int64, error) }
+		// entflakeServer is what the client learned of its server (entflakeBulkPath).
+		entflakeServer *entflakeServer
 	}
 	// Option function to configure the client.
 	Option func(*config)
@@ -69,6 +71,7 @@ type (
 // newConfig creates a new config for the client.
 func newConfig(opts ...Option) config {
 	cfg := config{log: log.Println, hooks: &hooks{}, inters: &inters{}}
+	cfg.entflakeServer = &entflakeServer{}
 	cfg.hooks.Account = append(cfg.hooks.Account, entflakeIDs)
 	cfg.hooks.Account = append(cfg.hooks.Account, entflakeRefs)
 	cfg.hooks.Transfer = append(cfg.hooks.Transfer, entflakeIDs)

@@ -132,6 +132,8 @@ type (
 
 		// entflake assigns the IDs of entity types with the SnowflakeID mixin.
 		entflake interface{ NextID() (int64, error) }
+		// entflakeServer is what the client learned of its server (entflakeBulkPath).
+		entflakeServer *entflakeServer
 	}
 	// Option function to configure the client.
 	Option func(*config)
@@ -140,6 +142,7 @@ type (
 // newConfig creates a new config for the client.
 func newConfig(opts ...Option) config {
 	cfg := config{log: log.Println, hooks: &hooks{}, inters: &inters{}}
+	cfg.entflakeServer = &entflakeServer{}
 	cfg.hooks.T01 = append(cfg.hooks.T01, entflakeIDs)
 	cfg.hooks.T02 = append(cfg.hooks.T02, entflakeIDs)
 	cfg.hooks.T03 = append(cfg.hooks.T03, entflakeIDs)

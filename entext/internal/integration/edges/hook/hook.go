@@ -45,6 +45,18 @@ func (f PetFunc) Mutate(ctx context.Context, m edges.Mutation) (edges.Value, err
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *edges.PetMutation", m)
 }
 
+// The PlainFunc type is an adapter to allow the use of ordinary
+// function as Plain mutator.
+type PlainFunc func(context.Context, *edges.PlainMutation) (edges.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f PlainFunc) Mutate(ctx context.Context, m edges.Mutation) (edges.Value, error) {
+	if mv, ok := m.(*edges.PlainMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *edges.PlainMutation", m)
+}
+
 // The UserFunc type is an adapter to allow the use of ordinary
 // function as User mutator.
 type UserFunc func(context.Context, *edges.UserMutation) (edges.Value, error)

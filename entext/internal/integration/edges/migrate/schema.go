@@ -59,11 +59,25 @@ var (
 			},
 		},
 	}
+	// PlainsColumns holds the columns for the "plains" table.
+	PlainsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "name", Type: field.TypeString, Unique: true},
+		{Name: "age", Type: field.TypeInt, Default: 0},
+		{Name: "nick", Type: field.TypeString, Nullable: true},
+	}
+	// PlainsTable holds the schema information for the "plains" table.
+	PlainsTable = &schema.Table{
+		Name:       "plains",
+		Columns:    PlainsColumns,
+		PrimaryKey: []*schema.Column{PlainsColumns[0]},
+	}
 	// UsersColumns holds the columns for the "users" table.
 	UsersColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt64, SchemaType: map[string]string{"sqlite3": "bigint"}},
 		{Name: "name", Type: field.TypeString, Unique: true},
 		{Name: "age", Type: field.TypeInt, Default: 0},
+		{Name: "nick", Type: field.TypeString, Nullable: true},
 	}
 	// UsersTable holds the schema information for the "users" table.
 	UsersTable = &schema.Table{
@@ -101,6 +115,7 @@ var (
 		CardsTable,
 		GroupsTable,
 		PetsTable,
+		PlainsTable,
 		UsersTable,
 		UserGroupsTable,
 	}

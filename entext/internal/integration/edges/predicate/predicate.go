@@ -15,5 +15,8 @@ type Group func(*sql.Selector)
 // Pet is the predicate function for pet builders.
 type Pet func(*sql.Selector)
 
+// Plain is the predicate function for plain builders.
+type Plain func(*sql.Selector)
+
 // User is the predicate function for user builders.
 type User func(*sql.Selector)

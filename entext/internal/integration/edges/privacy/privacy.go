@@ -182,6 +182,30 @@ func (f PetMutationRuleFunc) EvalMutation(ctx context.Context, m edges.Mutation)
 	return Denyf("edges/privacy: unexpected mutation type %T, expect *edges.PetMutation", m)
 }
 
+// The PlainQueryRuleFunc type is an adapter to allow the use of ordinary
+// functions as a query rule.
+type PlainQueryRuleFunc func(context.Context, *edges.PlainQuery) error
+
+// EvalQuery return f(ctx, q).
+func (f PlainQueryRuleFunc) EvalQuery(ctx context.Context, q edges.Query) error {
+	if q, ok := q.(*edges.PlainQuery); ok {
+		return f(ctx, q)
+	}
+	return Denyf("edges/privacy: unexpected query type %T, expect *edges.PlainQuery", q)
+}
+
+// The PlainMutationRuleFunc type is an adapter to allow the use of ordinary
+// functions as a mutation rule.
+type PlainMutationRuleFunc func(context.Context, *edges.PlainMutation) error
+
+// EvalMutation calls f(ctx, m).
+func (f PlainMutationRuleFunc) EvalMutation(ctx context.Context, m edges.Mutation) error {
+	if m, ok := m.(*edges.PlainMutation); ok {
+		return f(ctx, m)
+	}
+	return Denyf("edges/privacy: unexpected mutation type %T, expect *edges.PlainMutation", m)
+}
+
 // The UserQueryRuleFunc type is an adapter to allow the use of ordinary
 // functions as a query rule.
 type UserQueryRuleFunc func(context.Context, *edges.UserQuery) error

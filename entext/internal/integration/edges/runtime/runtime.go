@@ -5,6 +5,7 @@ package runtime
 import (
 	"context"
 
+	"github.com/entflake/entflake/entext/internal/integration/edges/plain"
 	"github.com/entflake/entflake/entext/internal/integration/edges/schema"
 	"github.com/entflake/entflake/entext/internal/integration/edges/user"
 
@@ -16,6 +17,12 @@ import (
 // (default values, validators, hooks and policies) and stitches it
 // to their package variables.
 func init() {
+	plainFields := schema.Plain{}.Fields()
+	_ = plainFields
+	// plainDescAge is the schema descriptor for age field.
+	plainDescAge := plainFields[1].Descriptor()
+	// plain.DefaultAge holds the default value on creation for the age field.
+	plain.DefaultAge = plainDescAge.Default.(int)
 	userMixin := schema.User{}.Mixin()
 	user.Policy = privacy.NewPolicies(schema.User{})
 	user.Hooks[0] = func(next ent.Mutator) ent.Mutator {

@@ -2,8 +2,9 @@
 // (upsert_test.go): a type with every kind of edge (O2M, M2M, O2O) and a
 // unique column to upsert on, hooks of a schema and of a mixin that report
 // the id they see after the INSERT, a privacy rule that reports the id it
-// sees before it, a type with an edge field, and a mixin that composes
-// SnowflakeID's fields instead of embedding it.
+// sees before it, a type with an edge field, a mixin that composes
+// SnowflakeID's fields instead of embedding it, and a type with User's
+// fields but ent's own ids.
 package schema
 
 import (
@@ -84,7 +85,7 @@ func (User) Mixin() []ent.Mixin { return []ent.Mixin{entflakemixin.SnowflakeID{}
 
 // Fields of User.
 func (User) Fields() []ent.Field {
-	return []ent.Field{field.String("name").Unique(), field.Int("age").Default(0)}
+	return []ent.Field{field.String("name").Unique(), field.Int("age").Default(0), field.String("nick").Optional().Nillable()}
 }
 
 // Edges of User.
@@ -114,6 +115,16 @@ func (User) Policy() ent.Policy {
 			return privacy.Skip
 		}),
 	}}
+}
+
+// Plain has User's fields under ent's own AUTO_INCREMENT / IDENTITY id,
+// without the mixin: what ent's own bulk upsert writes, beside which the
+// tests put what a User's writes (TestUpsertColumns).
+type Plain struct{ ent.Schema }
+
+// Fields of Plain.
+func (Plain) Fields() []ent.Field {
+	return []ent.Field{field.String("name").Unique(), field.Int("age").Default(0), field.String("nick").Optional().Nillable()}
 }
 
 // Pet belongs to a User through an edge field.

@@ -17,6 +17,8 @@ const (
 	FieldName = "name"
 	// FieldAge holds the string denoting the age field in the database.
 	FieldAge = "age"
+	// FieldNick holds the string denoting the nick field in the database.
+	FieldNick = "nick"
 	// EdgePets holds the string denoting the pets edge name in mutations.
 	EdgePets = "pets"
 	// EdgeGroups holds the string denoting the groups edge name in mutations.
@@ -51,6 +53,7 @@ var Columns = []string{
 	FieldID,
 	FieldName,
 	FieldAge,
+	FieldNick,
 }
 
 var (
@@ -97,6 +100,11 @@ func ByName(opts ...sql.OrderTermOption) OrderOption {
 // ByAge orders the results by the age field.
 func ByAge(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldAge, opts...).ToFunc()
+}
+
+// ByNick orders the results by the nick field.
+func ByNick(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldNick, opts...).ToFunc()
 }
 
 // ByPetsCount orders the results by pets count.

@@ -63,6 +63,11 @@ func Age(v int) predicate.User {
 	return predicate.User(sql.FieldEQ(FieldAge, v))
 }
 
+// Nick applies equality check predicate on the "nick" field. It's identical to NickEQ.
+func Nick(v string) predicate.User {
+	return predicate.User(sql.FieldEQ(FieldNick, v))
+}
+
 // NameEQ applies the EQ predicate on the "name" field.
 func NameEQ(v string) predicate.User {
 	return predicate.User(sql.FieldEQ(FieldName, v))
@@ -166,6 +171,81 @@ func AgeLT(v int) predicate.User {
 // AgeLTE applies the LTE predicate on the "age" field.
 func AgeLTE(v int) predicate.User {
 	return predicate.User(sql.FieldLTE(FieldAge, v))
+}
+
+// NickEQ applies the EQ predicate on the "nick" field.
+func NickEQ(v string) predicate.User {
+	return predicate.User(sql.FieldEQ(FieldNick, v))
+}
+
+// NickNEQ applies the NEQ predicate on the "nick" field.
+func NickNEQ(v string) predicate.User {
+	return predicate.User(sql.FieldNEQ(FieldNick, v))
+}
+
+// NickIn applies the In predicate on the "nick" field.
+func NickIn(vs ...string) predicate.User {
+	return predicate.User(sql.FieldIn(FieldNick, vs...))
+}
+
+// NickNotIn applies the NotIn predicate on the "nick" field.
+func NickNotIn(vs ...string) predicate.User {
+	return predicate.User(sql.FieldNotIn(FieldNick, vs...))
+}
+
+// NickGT applies the GT predicate on the "nick" field.
+func NickGT(v string) predicate.User {
+	return predicate.User(sql.FieldGT(FieldNick, v))
+}
+
+// NickGTE applies the GTE predicate on the "nick" field.
+func NickGTE(v string) predicate.User {
+	return predicate.User(sql.FieldGTE(FieldNick, v))
+}
+
+// NickLT applies the LT predicate on the "nick" field.
+func NickLT(v string) predicate.User {
+	return predicate.User(sql.FieldLT(FieldNick, v))
+}
+
+// NickLTE applies the LTE predicate on the "nick" field.
+func NickLTE(v string) predicate.User {
+	return predicate.User(sql.FieldLTE(FieldNick, v))
+}
+
+// NickContains applies the Contains predicate on the "nick" field.
+func NickContains(v string) predicate.User {
+	return predicate.User(sql.FieldContains(FieldNick, v))
+}
+
+// NickHasPrefix applies the HasPrefix predicate on the "nick" field.
+func NickHasPrefix(v string) predicate.User {
+	return predicate.User(sql.FieldHasPrefix(FieldNick, v))
+}
+
+// NickHasSuffix applies the HasSuffix predicate on the "nick" field.
+func NickHasSuffix(v string) predicate.User {
+	return predicate.User(sql.FieldHasSuffix(FieldNick, v))
+}
+
+// NickIsNil applies the IsNil predicate on the "nick" field.
+func NickIsNil() predicate.User {
+	return predicate.User(sql.FieldIsNull(FieldNick))
+}
+
+// NickNotNil applies the NotNil predicate on the "nick" field.
+func NickNotNil() predicate.User {
+	return predicate.User(sql.FieldNotNull(FieldNick))
+}
+
+// NickEqualFold applies the EqualFold predicate on the "nick" field.
+func NickEqualFold(v string) predicate.User {
+	return predicate.User(sql.FieldEqualFold(FieldNick, v))
+}
+
+// NickContainsFold applies the ContainsFold predicate on the "nick" field.
+func NickContainsFold(v string) predicate.User {
+	return predicate.User(sql.FieldContainsFold(FieldNick, v))
 }
 
 // HasPets applies the HasEdge predicate on the "pets" edge.
