@@ -18,8 +18,9 @@ import (
 // PostgreSQL two copies that create the same table at once fail (MySQL's
 // 1050 "Table ... already exists"; on PostgreSQL most often 23505, a
 // duplicate key in the catalog's "pg_type_typname_nsp_index", else 42P07
-// "relation ... already exists"). drv is the driver Open takes (an
-// *entsql.Driver, or one that dialect.Debug wraps).
+// "relation ... already exists" or 42710 "type ... already exists"). drv
+// is the driver Open takes (an *entsql.Driver, or one that dialect.Debug
+// wraps).
 //
 // The lock is the database's: GET_LOCK on MySQL, MariaDB and TiDB (named
 // after the database, so that other databases of the server do not wait),

@@ -86,7 +86,8 @@ func TestMigrateNoDatabase(t *testing.T) {
 var migrateClash = map[string]*regexp.Regexp{
 	dialect.MySQL: regexp.MustCompile(`Error 1050 \(42S01\): Table '[\w.]+' already exists`), // TiDB names db.table
 	dialect.Postgres: regexp.MustCompile(`ERROR: duplicate key value violates unique constraint "pg_type_typname_nsp_index" \(SQLSTATE 23505\)` +
-		`|ERROR: relation "\w+" already exists \(SQLSTATE 42P07\)`),
+		`|ERROR: relation "\w+" already exists \(SQLSTATE 42P07\)` +
+		`|ERROR: type "\w+" already exists \(SQLSTATE 42710\)`),
 	dialect.SQLite: regexp.MustCompile("SQL logic error: table `\\w+` already exists \\(1\\)"),
 }
 
@@ -97,7 +98,8 @@ var tidbClash = regexp.MustCompile(`Error 8028 \(HY000\): Information schema is 
 // TestMigrateWithoutLock: without entflake.Migrate, eight copies whose
 // ent migration runs at once on a fresh database fail, with the answers
 // docs/ent.md quotes: MariaDB's 1050 (TiDB's 1050 or 8028), on PostgreSQL a duplicate in the
-// catalog's pg_type index (23505) or 42P07, and SQLite's "already exists"
+// catalog's pg_type index (23505), 42P07 or 42710 (the table's row type
+// committed first), and SQLite's "already exists"
 // (the error entflake.Migrate runs the migration again on). Each round is a
 // fresh database; the test runs rounds until one fails, and every failure
 // must be one of those answers.
