@@ -64,6 +64,9 @@ func (n Nodes) Type(id int64) (NodeType, error) {
 	case 1:
 		return n.types[in[0]], nil
 	default:
+		// UNION ALL promises no order among its branches' rows (TiDB runs
+		// them in parallel): name the types in the order they were given.
+		in = slices.Sorted(slices.Values(in))
 		names := make([]string, len(in))
 		for i, t := range in {
 			names[i] = fmt.Sprintf("%s (table %s)", n.types[t].Name, n.types[t].Table)
