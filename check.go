@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-
-	"github.com/entflake/entflake/internal/redact"
 )
 
 // CheckOption adds a condition to Generator.Check.
@@ -43,7 +41,9 @@ func FailUncoordinated() CheckOption { return func(o *checkOptions) { o.coordina
 // as a probe does. It is a readiness check; a liveness probe must not
 // depend on it (a lease lost during an outage comes back on its own, and a
 // restart would only add a start-up to the outage). A nil option is
-// skipped. ReadyHandler serves it over HTTP.
+// skipped. ReadyHandler serves it over HTTP. The database's words in its
+// error were redacted where they were recorded (Generator.update, fence):
+// no password shows.
 func (g *Generator) Check(opts ...CheckOption) error {
 	var o checkOptions
 	for _, opt := range opts {
@@ -52,7 +52,7 @@ func (g *Generator) Check(opts ...CheckOption) error {
 		}
 	}
 	if err := g.g.Ready(); err != nil {
-		return redact.Error(fmt.Errorf("entflake: not ready (lease %s): %w", g.Lease().State, err))
+		return fmt.Errorf("entflake: not ready (lease %s): %w", g.Lease().State, err)
 	}
 	if !o.coordinated {
 		return nil
@@ -65,8 +65,8 @@ func (g *Generator) Check(opts ...CheckOption) error {
 	if st.Err != nil {
 		reason = ": " + st.Err.Error()
 	}
-	return redact.Error(fmt.Errorf("entflake: not ready: %w: worker id %d (%s, lease %s) is coordinated with nobody%s",
-		ErrNoLease, g.WorkerID(), g.Source(), st.State, reason))
+	return fmt.Errorf("entflake: not ready: %w: worker id %d (%s, lease %s) is coordinated with nobody%s",
+		ErrNoLease, g.WorkerID(), g.Source(), st.State, reason)
 }
 
 // ReadyHandler returns an http.Handler for a readiness probe that answers

@@ -277,9 +277,11 @@ func (g *Generator) update(f func(s *LeaseStatus)) {
 	g.status.Err = redact.Error(g.status.Err)
 }
 
-// stopWith makes NextID return err, redacted, until the engine is switched
-// to a worker id again.
-func (g *Generator) stopWith(err error) { g.g.Stop(redact.Error(err)) }
+// fence makes NextID fail with ErrFenced, saying reason (redacted), until
+// the engine is switched to a worker id again.
+func (g *Generator) fence(reason error) {
+	g.g.Stop(redact.Error(fmt.Errorf("entflake: NextID: %w: %w", ErrFenced, reason)))
+}
 
 // Service returns the service name given with WithService, if any.
 func (g *Generator) Service() string { return g.service }

@@ -163,7 +163,7 @@ func (k *keeper) renew(ctx context.Context) time.Duration {
 	case errors.Is(err, lease.ErrLost):
 		// Another instance took the slot, or its row or table is gone:
 		// stop issuing under it at once, then look for another.
-		k.g.stopWith(fmt.Errorf("entflake: NextID: %w: %w", ErrFenced, err))
+		k.g.fence(err)
 		k.ended(*k.hold, k.epochMs+k.g.g.Highest())
 		k.g.stats.renewalFailures.Add(1)
 		if !k.fenced {
@@ -220,7 +220,7 @@ func (k *keeper) acquire(ctx context.Context) time.Duration {
 			// A fixed id issuing unregistered in another layout or epoch
 			// than the pool's: its IDs can be the pool's numbers. Stop, and
 			// say so once.
-			k.g.stopWith(fmt.Errorf("entflake: NextID: %w: %w", ErrFenced, err))
+			k.g.fence(err)
 			k.g.stats.fencings.Add(1)
 			k.g.update(func(s *LeaseStatus) { s.State = LeaseFenced })
 			k.held, level = true, slog.LevelError
@@ -231,7 +231,7 @@ func (k *keeper) acquire(ctx context.Context) time.Duration {
 			// before, and say so once. After a lost slot it is stopped
 			// already, and NextID goes on saying that the lease was lost.
 			if !k.lost {
-				k.g.stopWith(fmt.Errorf("entflake: NextID: %w: %w", ErrFenced, err))
+				k.g.fence(err)
 			}
 			k.g.update(func(s *LeaseStatus) { s.State = LeaseLost })
 			if !k.held {
@@ -287,7 +287,7 @@ func (k *keeper) adopt(ctx context.Context, slot lease.Slot) error {
 	if slot.WorkerID == k.g.WorkerID() && k.clock.Now().Before(floor) {
 		// The generator issues under this worker id already (a fixed id,
 		// unregistered): it must not go on below the floor while it waits.
-		k.g.stopWith(fmt.Errorf("entflake: NextID: %w: worker id %d waits for its floor %s", ErrFenced, slot.WorkerID,
+		k.g.fence(fmt.Errorf("worker id %d waits for its floor %s", slot.WorkerID,
 			time.UnixMilli(slot.Floor).UTC().Format(millisUTC)))
 	}
 	skip := k.trace.Skip(slot.WorkerID) // a planted breach (leasetrace.Hooks.SkipFloor)
@@ -374,7 +374,7 @@ func (k *keeper) floorAhead(ctx context.Context, fe *lease.FloorError) {
 		return
 	}
 	k.floorSeen = true
-	k.g.stopWith(fmt.Errorf("entflake: NextID: %w: %w", ErrFenced, fe))
+	k.g.fence(fe)
 	k.g.stats.fencings.Add(1)
 	k.g.update(func(s *LeaseStatus) { s.State = LeaseFenced })
 	attrs := []slog.Attr{slog.Int64("worker_id", fe.WorkerID), slog.Time("floor", time.UnixMilli(fe.Floor)),

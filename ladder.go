@@ -215,7 +215,7 @@ func openDB(ctx context.Context, db *sql.DB, dialectName string, opts []Option) 
 		g.k = c.keeper(leaseDB, leaseDialect, instance, SourceLease)
 		g.k.g = g
 	}
-	g.status.Err = redact.Error(reason)
+	g.update(func(s *LeaseStatus) { s.Err = reason })
 	c.trace.Emit(leasetrace.Event{Kind: leasetrace.Uncoordinated, WorkerID: id, From: c.clock.Now().UnixMilli()})
 	c.logger.LogAttrs(ctx, slog.LevelWarn, "entflake: worker id from fallback hash",
 		slog.String("service", c.service), slog.Int64("worker_id", id), slog.String("source", SourceFallback.String()),
@@ -311,7 +311,7 @@ func (c *config) openExplicit(ctx context.Context, db *sql.DB, dialectName strin
 	if berr != nil {
 		return nil, berr
 	}
-	g.status.State, g.status.Err = LeaseUnregistered, redact.Error(err)
+	g.update(func(s *LeaseStatus) { s.State, s.Err = LeaseUnregistered, err })
 	k.g, g.k = g, k
 	// What it issues from now on may repeat a previous holder's, should
 	// registration find a floor above it (see keeper.floorAhead, overlap).
@@ -385,8 +385,8 @@ func (c *config) startFenced(ctx context.Context, k *keeper, fe *lease.FloorErro
 	if err != nil {
 		return nil, err
 	}
-	g.stopWith(fmt.Errorf("entflake: NextID: %w: %w", ErrFenced, reason))
-	g.status.State, g.status.Err = LeaseFenced, redact.Error(reason)
+	g.fence(reason)
+	g.update(func(s *LeaseStatus) { s.State, s.Err = LeaseFenced, reason })
 	k.g, g.k = g, k
 	k.hold = nil
 	msg := "entflake: fixed worker id waits for floor"
