@@ -58,8 +58,16 @@ type Request struct {
 	// Layout is the holder's bit split and epoch, stored with its slot: a
 	// live holder with another one makes Take fail (ErrLayout).
 	Layout string
-	// Workers is the size of the worker range (2^workerBits).
+	// Workers is the number of worker ids the layout holds (2^workerBits).
 	Workers int64
+	// Lo and Hi bound the worker ids this request's pool hands out, both
+	// included (entflake's WithWorkerRange): pools on different databases
+	// (regions) that must never issue the same IDs take disjoint ranges.
+	// The range is recorded in the pool's '__layout__' row, and a take
+	// with another range than the pool's fails with ErrRange while any
+	// slot is live (SetRange changes it online). Both zero: 0..Workers-1,
+	// and no range is recorded.
+	Lo, Hi int64
 	// Now is the holder's clock: the time frame of its IDs, in which
 	// promises are written and floors compared. nil means time.Now.
 	Now func() time.Time
@@ -154,6 +162,9 @@ var (
 	// cannot change now (a live holder has it, slot rows were found deleted
 	// lately, or the request's epoch would repeat IDs issued).
 	ErrLayout = errors.New("layout or epoch differs from the pool's")
+	// ErrRange: the pool's worker range differs from the request's and
+	// cannot change now: a slot is live (see Request.Lo and SetRange).
+	ErrRange = errors.New("worker range differs from the pool's")
 	// ErrLost: a renewal or release found the slot taken by someone else
 	// (its fence moved), or its row or table gone.
 	ErrLost = errors.New("worker lease lost")
@@ -212,8 +223,11 @@ func (r *Request) validate() error {
 	if r.Workers < 2 || r.Workers > 1<<21 {
 		return fmt.Errorf("lease: worker range %d is not 2..2^21", r.Workers)
 	}
-	if r.Explicit && (r.WorkerID < 0 || r.WorkerID >= r.Workers) {
-		return fmt.Errorf("lease: worker id %d is outside 0..%d", r.WorkerID, r.Workers-1)
+	if err := checkRange(r.Lo, r.Hi, r.Workers); err != nil {
+		return fmt.Errorf("lease: %w", err)
+	}
+	if r.Explicit && (r.WorkerID < r.lo() || r.WorkerID > r.hi()) {
+		return fmt.Errorf("lease: worker id %d is outside %d..%d", r.WorkerID, r.lo(), r.hi())
 	}
 	if r.Layout == "" || len(r.Layout) > schema.LayoutSize || strings.Trim(r.Layout, layoutChars) != "" {
 		return fmt.Errorf("lease: layout must have 1 to %d of the characters %q, got %q", schema.LayoutSize, layoutChars, r.Layout)
@@ -228,6 +242,44 @@ func (r *Request) validate() error {
 		r.Forever = true
 	}
 	return nil
+}
+
+// checkRange says what is wrong with a worker range lo..hi of a layout of
+// workers worker ids (both zero: the whole layout).
+func checkRange(lo, hi, workers int64) error {
+	switch {
+	case lo == 0 && hi == 0:
+		return nil
+	case lo < 0 || hi < 0:
+		return fmt.Errorf("worker range %d..%d is negative", lo, hi)
+	case lo >= hi:
+		return fmt.Errorf("worker range %d..%d holds fewer than two worker ids (lo must be below hi)", lo, hi)
+	case hi >= workers:
+		return fmt.Errorf("worker range %d..%d goes past the layout's last worker id, %d", lo, hi, workers-1)
+	}
+	return nil
+}
+
+// lo and hi are the first and last worker ids the take may hand out, and
+// size how many.
+func (r *Request) lo() int64 { return r.Lo }
+
+func (r *Request) hi() int64 {
+	if r.Lo == 0 && r.Hi == 0 {
+		return r.Workers - 1
+	}
+	return r.Hi
+}
+
+func (r *Request) size() int64 { return r.hi() - r.lo() + 1 }
+
+// rangeText is the range as the pool's rows record it: "" for the whole
+// layout, also when given as 0..Workers-1.
+func (r *Request) rangeText() string {
+	if r.lo() == 0 && r.hi() == r.Workers-1 {
+		return ""
+	}
+	return fmt.Sprintf("%d-%d", r.lo(), r.hi())
 }
 
 // ttlMs and promiseMs are the expiry and promise a take writes.
@@ -289,7 +341,7 @@ func Take(ctx context.Context, r Request) (Slot, error) {
 			// The deadline may have passed in the try after a conflict.
 			err = afterConflicts(ctx, err, s.conflicts, s.lastConflict)
 		}
-		if s.reached && !errIsAny(err, ErrHeld, ErrAllHeld, ErrLayout, ErrFloorAhead) {
+		if s.reached && !errIsAny(err, ErrHeld, ErrAllHeld, ErrLayout, ErrRange, ErrFloorAhead) {
 			err = fmt.Errorf("%w: %w", ErrUndecided, err)
 		}
 		return Slot{}, fmt.Errorf("lease from %s (%s): %w", schema.SlotTableName, r.Dialect, err)
@@ -300,7 +352,7 @@ func Take(ctx context.Context, r Request) (Slot, error) {
 
 // Lease is the outcome of a lifetime take.
 type Lease struct {
-	// WorkerID is the value handed out, in 0..Workers-1.
+	// WorkerID is the value handed out, in Lo..Hi.
 	WorkerID int64
 	// Wrapped reports that the counter passed its last value and restarted
 	// at 0 with this take: from now on an id may equal that of a live old
@@ -353,7 +405,7 @@ func takeForLife(ctx context.Context, r *Request) (l Lease, err error) {
 	if err != nil {
 		return l, err
 	}
-	l.Reseeded, l.Wrapped = s.reseeded, l.WorkerID == 0
+	l.Reseeded, l.Wrapped = s.reseeded, l.WorkerID == r.lo()
 	return l, nil
 }
 

@@ -69,33 +69,55 @@ func (s *session) conforms(p pool) bool {
 	if s.locked {
 		return true
 	}
-	layout, _ := parseLayout(p.layoutText)
+	layout, rng, _ := parseLayoutText(p.layoutText)
 	st := parseSlots(p.slotsText)
 	return p.hasLayout && p.hasSlots && p.made >= 0 && !p.tidb && layout == s.r.Layout &&
-		st.layout == s.r.Layout && p.layoutTTL >= ttlCopy(st.ttl) && (s.r.Forever || st.ttl >= s.r.ttlMs())
+		st.layout == s.r.Layout && rng == s.r.rangeText() && st.rng == rng &&
+		p.layoutTTL >= ttlCopy(st.ttl) && (s.r.Forever || st.ttl >= s.r.ttlMs())
 }
 
-// layoutText is the '__layout__' row's instance: the layout, and, after a
-// change of layout, " floor=" and the lowest Unix ms its IDs may have,
-// which rows made later start at.
-func layoutText(layout string, floor int64) string {
+// layoutText is the '__layout__' row's instance: the layout, then, when
+// the pool has one, " range=" and its worker range (Request.Lo..Hi), and,
+// after a change of layout, " floor=" and the lowest Unix ms its IDs may
+// have, which rows made later start at. The range comes before the floor:
+// an older entflake, which cuts the text at " floor=", then reads a layout
+// that is not its own and that it cannot parse (a lost row, to it: rule 2
+// of statements.go), never a floor of 0.
+func layoutText(layout, rng string, floor int64) string {
+	if rng != "" {
+		layout += " range=" + rng
+	}
 	if floor <= 0 {
 		return layout
 	}
 	return layout + " floor=" + strconv.FormatInt(floor, 10)
 }
 
+// parseLayout reads a layoutText: the layout, and the floor (0 if none).
 func parseLayout(t string) (layout string, floor int64) {
+	layout, _, floor = parseLayoutText(t)
+	return layout, floor
+}
+
+// parseRange is the worker range a layoutText records ("" for none: the
+// layout's whole range).
+func parseRange(t string) string {
+	_, rng, _ := parseLayoutText(t)
+	return rng
+}
+
+func parseLayoutText(t string) (layout, rng string, floor int64) {
 	layout, f, ok := strings.Cut(t, " floor=")
 	if ok {
 		floor, _ = strconv.ParseInt(f, 10, 64)
 	}
-	return layout, floor
+	layout, rng, _ = strings.Cut(layout, " range=")
+	return layout, rng, floor
 }
 
 // slots is the '__slots__' row's instance: "ttl=<ms> until=<ms>
-// layout=<tag>", the tag with its space written '@' (older entflakes,
-// which write the first two, read past the third).
+// layout=<tag> range=<lo-hi>", the tag with its space written '@' (older
+// entflakes, which write the first two, read past the others).
 type slots struct {
 	ttl   int64 // the longest TTL any holder used, ms
 	until int64 // database Unix ms until which rows are made with a floor; 0: none
@@ -103,12 +125,18 @@ type slots struct {
 	// row's, without its floor), so that a lost '__layout__' row is put
 	// back as it was; "" when none was written.
 	layout string
+	// rng is a copy of the pool's worker range ("" for none), for the
+	// same day.
+	rng string
 }
 
 func (st slots) String() string {
 	t := fmt.Sprintf("ttl=%d until=%d", st.ttl, st.until)
 	if st.layout != "" {
 		t += " layout=" + strings.ReplaceAll(st.layout, " ", "@")
+	}
+	if st.rng != "" {
+		t += " range=" + st.rng
 	}
 	return t
 }
@@ -119,8 +147,12 @@ func parseSlots(t string) slots {
 	var st slots
 	for _, f := range strings.Fields(t) {
 		k, v, _ := strings.Cut(f, "=")
-		if k == "layout" {
+		switch k {
+		case "layout":
 			st.layout = strings.ReplaceAll(v, "@", " ")
+			continue
+		case "range":
+			st.rng = v
 			continue
 		}
 		n, err := strconv.ParseInt(v, 10, 64)
@@ -176,7 +208,7 @@ func (s *session) lockedTake(ctx context.Context, workerID int64, decide func(ro
 		// The claim was inside a transaction whose COMMIT's answer was
 		// lost: read the slot back, as for a claim that ran alone.
 		return s.settle(ctx, slot, true, err)
-	case err != nil && !answered(err) && ctx.Err() == nil && !errIsAny(err, errCommitLost, ErrFloorAhead, ErrHeld, ErrLayout):
+	case err != nil && !answered(err) && ctx.Err() == nil && !errIsAny(err, errCommitLost, ErrFloorAhead, ErrHeld, ErrLayout, ErrRange):
 		// A statement before the COMMIT went unanswered (the connection
 		// broke): the server rolls the transaction back, nothing of it was
 		// committed, and the take starts again on another connection.
@@ -287,7 +319,27 @@ func (s *session) lockedOnce(ctx context.Context, workerID int64, decide func(ro
 	// the copy is unreadable or names another layout, '__layout__' may
 	// have been edited by hand, and the slot rows decide (poolLayout;
 	// rule 2 of statements.go).
-	layout, _ := parseLayout(m.layoutText)
+	layout, rng, _ := parseLayoutText(m.layoutText)
+	if rng != st.rng {
+		// The copy of the range differs: one row was edited, or written
+		// by an entflake without ranges. The '__layout__' row, which
+		// claims compare, says what the pool's range is.
+		st.rng, writeSlots = rng, true
+	}
+	// refuse ends the locked take with a refusal err, after nothing but
+	// reads: it keeps what the count found, and a row put back.
+	refuse := func(err error) (Slot, bool, error) {
+		if writeSlots || writeLayout {
+			if err := s.writePoolRows(ctx, made, st, m.layoutText); err != nil {
+				return Slot{}, false, err
+			}
+		}
+		committed = true
+		if cerr := end(true); cerr != nil && answered(cerr) {
+			return Slot{}, false, fmt.Errorf("commit the locked take: %w", cerr)
+		}
+		return Slot{}, false, err
+	}
 	from := layout
 	if !knownLayout(st.layout) || st.layout != layout {
 		if from, err = s.poolLayout(ctx, layout, st.layout); err != nil {
@@ -304,23 +356,23 @@ func (s *session) lockedOnce(ctx context.Context, workerID int64, decide func(ro
 	if from != s.r.Layout {
 		floor, err := s.changeLayout(ctx, from, st, nowMs)
 		if errors.Is(err, ErrLayout) {
-			// Refused, after nothing but reads: keep what the count found,
-			// and the row put back.
-			if writeSlots || writeLayout {
-				if err := s.writePoolRows(ctx, made, st, m.layoutText); err != nil {
-					return Slot{}, false, err
-				}
-			}
-			committed = true
-			if cerr := end(true); cerr != nil && answered(cerr) {
-				return Slot{}, false, fmt.Errorf("commit the locked take: %w", cerr)
-			}
-			return Slot{}, false, err
+			return refuse(err)
 		}
 		if err != nil {
 			return Slot{}, false, err
 		}
-		m.layoutText, st.layout, writeSlots, writeLayout = layoutText(s.r.Layout, floor), s.r.Layout, true, true
+		m.layoutText, st.layout, writeSlots, writeLayout = layoutText(s.r.Layout, rng, floor), s.r.Layout, true, true
+	}
+	if mine := s.r.rangeText(); rng != mine {
+		err := s.changeRange(ctx, rng)
+		if errors.Is(err, ErrRange) {
+			return refuse(err)
+		}
+		if err != nil {
+			return Slot{}, false, err
+		}
+		_, floor := parseLayout(m.layoutText)
+		m.layoutText, st.rng, writeSlots, writeLayout = layoutText(s.r.Layout, mine, floor), mine, true, true
 	}
 	wrote := false
 	w, err := s.read(ctx, workerID, nil)
@@ -504,7 +556,7 @@ func (s *session) restoreLayout(ctx context.Context, st slots, inUse bool) (stri
 			return "", fmt.Errorf("floor the slots never held: %w", err)
 		}
 	}
-	return layoutText(layout, floor), nil
+	return layoutText(layout, st.rng, floor), nil
 }
 
 // ttlCopy is the longest TTL as the '__layout__' row keeps it, in its
@@ -798,6 +850,57 @@ func (s *session) changeLayout(ctx context.Context, old string, st slots, nowMs 
 		floor = max(floor, all+mine+1)
 	}
 	return floor, nil
+}
+
+// changeRange moves the pool's worker range from old (the '__layout__'
+// row's; "" for the whole layout) to the take's, holding the pool's rows:
+// only while no slot is live, of any range, so that an instance started
+// with another region's range (or none) is refused as long as the pool is
+// in use, rather than moving the record that the pool's own instances are
+// checked against. SetRange, the operator's, moves it while slots live.
+// A range is a fact about other databases, which this one cannot see:
+// the slot rows need no floor (a worker id's promise is its own, in any
+// range).
+func (s *session) changeRange(ctx context.Context, old string) error {
+	if s.q.lockSlots != "" {
+		// As in changeLayout: a renewal in flight holds its row, and the
+		// look below waits for it.
+		if err := s.drain(ctx, s.q.lockSlots); err != nil {
+			return fmt.Errorf("lock the slots: %w", err)
+		}
+	}
+	var live int64
+	err := s.x.QueryRowContext(ctx, s.q.liveAny).Scan(&live)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil
+	case err != nil:
+		return fmt.Errorf("look for live slots: %w", err)
+	}
+	return fmt.Errorf("%w: ours is %s, the pool's is %s, and %s; instances that share the tables must share the range: "+
+		"pass the pool's, or change the pool's with entflake range -set", ErrRange, rangeName(s.r.rangeText(), s.r.Workers),
+		rangeName(old, s.r.Workers), s.holder(ctx, live))
+}
+
+// rangeName is a recorded range as an error names it.
+func rangeName(rng string, workers int64) string {
+	if rng == "" {
+		return fmt.Sprintf("the whole layout (0..%d)", workers-1)
+	}
+	return strings.Replace(rng, "-", "..", 1)
+}
+
+// drain runs a query and reads its rows to the end (a locking read whose
+// rows are not needed).
+func (s *session) drain(ctx context.Context, stmt string, args ...any) error {
+	rows, err := s.x.QueryContext(ctx, stmt, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+	}
+	return rows.Err()
 }
 
 // makeRows makes the missing rows of the chunk that workerID is in, free

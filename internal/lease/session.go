@@ -120,20 +120,25 @@ func discard(conn *sql.Conn) {
 // counter moves the '__global__' counter and returns its new value. A
 // missing row is put back once.
 func (s *session) counter(ctx context.Context) (int64, error) {
-	return s.move(ctx, s.q.counter)
+	v, err := s.move(ctx, s.q.counter)
+	return s.r.lo() + v, err
 }
 
 // durableCounter is counter with a durable commit: the lifetime lease
 // hands out its value as the worker id.
 func (s *session) durableCounter(ctx context.Context) (int64, error) {
+	format := s.q.counter
 	if s.q.counterDurable != "" {
-		return s.move(ctx, s.q.counterDurable)
+		format = s.q.counterDurable
 	}
-	return s.move(ctx, s.q.counter)
+	v, err := s.move(ctx, format)
+	return s.r.lo() + v, err
 }
 
+// move moves the counter modulo the size of the request's worker range:
+// its value is an offset in the range.
 func (s *session) move(ctx context.Context, format string) (int64, error) {
-	stmt := fmt.Sprintf(format, s.r.Workers)
+	stmt := fmt.Sprintf(format, s.r.size())
 	for attempt := 0; ; attempt++ {
 		var (
 			v     int64
@@ -311,7 +316,7 @@ func (s *session) claim(ctx context.Context, w row, promise int64, takeover bool
 // candidates lists up to 8 free slots: those whose floor is at most near
 // first, then in counter order from start.
 func (s *session) candidates(ctx context.Context, start, near int64) ([]row, error) {
-	rows, err := s.x.QueryContext(ctx, fmt.Sprintf(s.q.candidates, s.r.Workers, start, near))
+	rows, err := s.x.QueryContext(ctx, fmt.Sprintf(s.q.candidates, s.r.size(), start, near, s.r.lo(), s.r.hi()))
 	if err != nil {
 		return nil, fmt.Errorf("look for free slots: %w", err)
 	}
@@ -333,21 +338,21 @@ func (s *session) candidates(ctx context.Context, start, near int64) ([]row, err
 	return out, nil
 }
 
-// census counts the live slots and finds a worker id that has no row yet
-// (-1 if every one has).
+// census counts the live slots of the request's range and finds a worker
+// id of it that has no row yet (-1 if every one has).
 func (s *session) census(ctx context.Context) (live, missing int64, err error) {
 	var (
 		rows, zero int64
 		gap        sql.NullInt64
 	)
-	err = s.x.QueryRowContext(ctx, fmt.Sprintf(s.q.census, s.r.Workers)).Scan(&live, &rows, &gap, &zero)
+	err = s.x.QueryRowContext(ctx, fmt.Sprintf(s.q.census, s.r.lo(), s.r.hi())).Scan(&live, &rows, &gap, &zero)
 	switch {
 	case err != nil:
 		return 0, 0, fmt.Errorf("count the slots: %w", err)
-	case rows >= s.r.Workers:
+	case rows >= s.r.size():
 		return live, -1, nil
 	case zero == 0:
-		return live, 0, nil
+		return live, s.r.lo(), nil
 	case gap.Valid:
 		return live, gap.Int64, nil
 	}

@@ -187,13 +187,27 @@ type sqlText struct {
 	// renewKeep: ttl ms, worker id, fence, instance (bound). A renewal whose
 	// promise the cap refused: it keeps the slot live with its old promise.
 	renewKeep string
-	// candidates: workers, start, near ms. Up to 8 free slots, those whose
-	// promise is below near first, then in counter order from start, each
-	// with the database's clock.
+	// candidates: size of the worker range, start, near ms, the range's
+	// first and last worker ids. Up to 8 free slots of the range, those
+	// whose promise is below near first, then in counter order from start,
+	// each with the database's clock.
 	candidates string
-	// census: workers (three times). Live slots, rows, the lowest worker id
-	// without a row (NULL if none past an existing one), and whether 0 has one.
+	// census: the range's first and last worker ids. Live slots of the
+	// range, its rows, its lowest worker id without a row (NULL if none
+	// past an existing one), and whether its first has one.
 	census string
+	// liveAny: a live slot, if any (its worker id); on MySQL a locking read,
+	// as liveOther. For a change of the pool's worker range, after
+	// lockSlots.
+	liveAny string
+	// lockSlots locks every slot row ("" on SQLite), as lockOthers does
+	// those of another layout: a renewal in flight, its UPDATE done and its
+	// COMMIT not, holds its row, and the look for live slots that follows
+	// waits for it.
+	lockSlots string
+	// liveOutside: the range's first and last worker ids. The live slots
+	// outside the range, as holders reads them (for SetRange).
+	liveOutside string
 	// readBack: worker id. The fence and holder of a slot whose claim went
 	// unanswered.
 	readBack string
@@ -297,6 +311,8 @@ const (
 		"(SELECT MIN(promise_ms) FROM sys_sequence_slot WHERE expires_ms < %[1]s), " +
 		"%[1]s FROM (SELECT 1 AS one) AS k LEFT JOIN sys_sequence_slot AS s ON s.worker_id >= %%d AND s.worker_id <= %%d"
 	lockOthersFormat = "SELECT worker_id FROM sys_sequence_slot WHERE layout < ? OR layout > ?%[5]s"
+	lockSlotsFormat  = "SELECT worker_id FROM sys_sequence_slot%[5]s"
+	liveAnyFormat    = "SELECT worker_id FROM sys_sequence_slot WHERE expires_ms >= %[1]s ORDER BY worker_id LIMIT 1%[5]s"
 	makeRowsFormat   = "INSERT INTO sys_sequence_slot (worker_id, fence, beats, taken_ms, expires_ms, promise_ms, updated_at) VALUES "
 	makeRowFormat    = "(%%d, 0, %[1]s * 1000, 0, 0, %%d, %[2]s)"
 )
@@ -324,8 +340,9 @@ func (q *sqlText) shared(nowMs, ts, greatest, shareLock, forUpdate, conflictNoth
 		q.layoutMaxLocked = layoutMaxFormat + forUpdate // MySQL's (see layoutMax)
 	}
 	q.writeMarker, q.countRows, q.chunkRows = f(writeMarkerFormat), f(countRowsFormat), f(chunkRowsFormat)
+	q.liveAny = f(liveAnyFormat)
 	if forUpdate != "" {
-		q.lockOthers = f(lockOthersFormat)
+		q.lockOthers, q.lockSlots = f(lockOthersFormat), f(lockSlotsFormat)
 	}
 	q.makeRows, q.makeRow, q.makeRowsEnd = makeRowsFormat, fmt.Sprintf(makeRowFormat, nowMs, ts), makeRowsEnd
 	q.seedMarkers = fmt.Sprintf(seedMarkersFormat, conflictNothing, ts)
@@ -365,14 +382,14 @@ const (
 		"LEFT JOIN sys_sequence AS l ON l.service_name = '" + schema.LayoutService + "' " +
 		"LEFT JOIN sys_sequence AS m ON m.service_name = '" + schema.SlotsService + "'"
 	candidatesFormat = "SELECT worker_id, fence, beats, promise_ms, %[1]s FROM sys_sequence_slot " +
-		"WHERE worker_id < %%[1]d AND expires_ms < %[1]s " +
+		"WHERE worker_id >= %%[4]d AND worker_id <= %%[5]d AND expires_ms < %[1]s " +
 		"ORDER BY CASE WHEN promise_ms < %%[3]d THEN 0 ELSE 1 END, (worker_id + %%[1]d - %%[2]d) %%%% %%[1]d LIMIT 8"
 	censusFormat = "SELECT " +
-		"(SELECT COUNT(*) FROM sys_sequence_slot WHERE worker_id < %%[1]d AND expires_ms >= %s), " +
-		"(SELECT COUNT(*) FROM sys_sequence_slot WHERE worker_id < %%[1]d), " +
-		"(SELECT MIN(a.worker_id + 1) FROM sys_sequence_slot AS a WHERE a.worker_id + 1 < %%[1]d " +
+		"(SELECT COUNT(*) FROM sys_sequence_slot WHERE worker_id >= %%[1]d AND worker_id <= %%[2]d AND expires_ms >= %s), " +
+		"(SELECT COUNT(*) FROM sys_sequence_slot WHERE worker_id >= %%[1]d AND worker_id <= %%[2]d), " +
+		"(SELECT MIN(a.worker_id + 1) FROM sys_sequence_slot AS a WHERE a.worker_id >= %%[1]d AND a.worker_id + 1 <= %%[2]d " +
 		"AND NOT EXISTS (SELECT 1 FROM sys_sequence_slot AS b WHERE b.worker_id = a.worker_id + 1)), " +
-		"(SELECT COUNT(*) FROM sys_sequence_slot WHERE worker_id = 0)"
+		"(SELECT COUNT(*) FROM sys_sequence_slot WHERE worker_id = %%[1]d)"
 )
 
 // holdersFormat reads every slot with the database's clock (%s), for
@@ -384,6 +401,15 @@ const (
 // nothing: a snapshot for display, which a take may overtake at once.
 const holdersFormat = "SELECT s.worker_id, s.service_name, s.instance, s.fence, s.taken_ms, s.expires_ms, s.promise_ms, s.layout, k.now_ms " +
 	"FROM (SELECT %s AS now_ms) AS k LEFT JOIN sys_sequence_slot AS s ON 1 = 1 ORDER BY s.worker_id"
+
+// liveOutsideFormat is holdersFormat for the live slots outside a range
+// (%%d twice: its first and last worker ids), read in SetRange's
+// transaction after its lock of every slot row: on MySQL as a locking
+// read, which reads the latest committed rows where a plain one would
+// read the transaction's snapshot (%[2]s).
+const liveOutsideFormat = "SELECT s.worker_id, s.service_name, s.instance, s.fence, s.taken_ms, s.expires_ms, s.promise_ms, s.layout, k.now_ms " +
+	"FROM (SELECT %[1]s AS now_ms) AS k JOIN sys_sequence_slot AS s ON s.expires_ms >= k.now_ms " +
+	"AND (s.worker_id < %%d OR s.worker_id > %%d) ORDER BY s.worker_id%[2]s"
 
 // MySQL and MariaDB. Tested on MariaDB 10.11; nothing here is missing from
 // MySQL 5.7 or 8.x. No statement needs READ COMMITTED, which the server
@@ -429,6 +455,8 @@ var mysqlText = func() sqlText {
 		candidates: fmt.Sprintf(candidatesFormat, mysqlNowMs),
 		census:     fmt.Sprintf(censusFormat, mysqlNowMs),
 		holders:    fmt.Sprintf(holdersFormat, mysqlNowMs),
+		// FOR UPDATE: see liveOutsideFormat.
+		liveOutside: fmt.Sprintf(liveOutsideFormat, mysqlNowMs, " FOR UPDATE"),
 		// The audit row records the worker id actually handed out (the Java
 		// allocator wrote a constant 0 here).
 		audit: "INSERT INTO sys_sequence (service_name, worker_id, instance, updated_at) VALUES (?, ?, ?, NOW()) " +
@@ -508,7 +536,10 @@ var pgText = func() sqlText {
 		candidates: fmt.Sprintf(candidatesFormat, pgNowMs),
 		census:     fmt.Sprintf(censusFormat, pgNowMs),
 		holders:    fmt.Sprintf(holdersFormat, pgNowMs),
-		bind:       true,
+		// Its SetRange runs READ COMMITTED: each statement reads the latest
+		// committed rows.
+		liveOutside: fmt.Sprintf(liveOutsideFormat, pgNowMs, ""),
+		bind:        true,
 		audit: "INSERT INTO sys_sequence (service_name, worker_id, instance, updated_at) VALUES ($1, $2, $3, CURRENT_TIMESTAMP) " +
 			"ON CONFLICT (service_name) DO UPDATE SET worker_id = EXCLUDED.worker_id, instance = EXCLUDED.instance, updated_at = EXCLUDED.updated_at",
 	}
@@ -548,6 +579,8 @@ var sqliteText = func() sqlText {
 		candidates: fmt.Sprintf(candidatesFormat, sqliteNowMs),
 		census:     fmt.Sprintf(censusFormat, sqliteNowMs),
 		holders:    fmt.Sprintf(holdersFormat, sqliteNowMs),
+		// SetRange holds the write lock.
+		liveOutside: fmt.Sprintf(liveOutsideFormat, sqliteNowMs, ""),
 		audit: "INSERT INTO sys_sequence (service_name, worker_id, instance, updated_at) VALUES (?, ?, ?, CURRENT_TIMESTAMP) " +
 			"ON CONFLICT (service_name) DO UPDATE SET worker_id = excluded.worker_id, instance = excluded.instance, updated_at = excluded.updated_at",
 	}

@@ -298,7 +298,10 @@ func (s *session) search(ctx context.Context, start int64, far **row, misses *in
 		*misses++
 		return Slot{}, false, nil
 	}
-	if len(cands) == 0 && live >= s.r.Workers {
+	if len(cands) == 0 && live >= s.r.size() {
+		if s.r.rangeText() != "" {
+			return Slot{}, false, fmt.Errorf("%w: %d of %d live in the worker range %d..%d", ErrAllHeld, live, s.r.size(), s.r.lo(), s.r.hi())
+		}
 		return Slot{}, false, fmt.Errorf("%w: %d of %d live", ErrAllHeld, live, s.r.Workers)
 	}
 	// Slots changed hands between the queries: look again.

@@ -1,0 +1,209 @@
+package lease
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"entgo.io/ent/dialect"
+
+	"github.com/entflake/entflake/schema"
+)
+
+// The pool's worker range. Pools on different databases, which cannot see
+// each other's slots, never issue the same IDs when their worker ranges
+// are disjoint: a region's services lease from its own database and range.
+// The range is a fact about the other databases, so this one can only keep
+// its own record of it and refuse instances that disagree: it is recorded
+// in the '__layout__' row (layoutText), which every claim compares, so a
+// claim is ordered against a change of range as against a change of
+// layout, with a copy in '__slots__' for the day '__layout__' is lost.
+//
+// A starter with another range changes the record only while no slot is
+// live (changeRange); the operator's SetRange changes it while slots live,
+// and says which live slots lie outside the new range: their holders keep
+// their worker ids until they stop, and another pool must not hand those
+// out before then.
+
+// RangeChange is what SetRange found, and did.
+type RangeChange struct {
+	// Layout is the pool's layout and epoch, as the '__layout__' row
+	// records it.
+	Layout string
+	// Workers is the number of worker ids the layout holds.
+	Workers int64
+	// From and To are the pool's range before and after, as "lo-hi"; ""
+	// is the whole layout.
+	From, To string
+	// Outside lists the live slots outside To, by worker id: their holders
+	// may issue under those worker ids until their slots expire or are
+	// released.
+	Outside []Holder
+	// NowMs is the database's clock when they were read, Unix ms.
+	NowMs int64
+	// Applied reports that the change was committed (false for a dry run,
+	// and when To was already the pool's range).
+	Applied bool
+}
+
+// ErrNoPool is returned by SetRange for a database whose pool has no
+// layout recorded yet: no instance has leased from it.
+var ErrNoPool = errors.New("the pool has no layout yet: no instance has leased from these tables")
+
+// SetRange changes the pool's worker range to lo..hi (both zero: the
+// whole layout, no range), or, with apply false, only says what that
+// would do (a dry run: everything is read, under the same locks, and
+// rolled back). With keep, it changes nothing and reports the pool's range
+// as it is, and the live slots outside it. It holds the pool's rows, as
+// the locked take does, so no claim commits meanwhile; it refuses a range
+// that does not fit the pool's layout.
+func SetRange(ctx context.Context, db *sql.DB, dialectName string, lo, hi int64, keep, apply bool) (RangeChange, error) {
+	var c RangeChange
+	if err := schema.CheckDialect(dialectName); err != nil {
+		return c, err
+	}
+	q := textFor(dialectName)
+	for _, t := range []string{schema.TableName, schema.SlotTableName} {
+		exists, err := tableExists(ctx, db, q, t)
+		if err != nil {
+			return c, err
+		}
+		if !exists {
+			return c, fmt.Errorf("%w: no %s table", ErrNoPool, t)
+		}
+	}
+	r := &Request{DB: db, Dialect: dialectName}
+	s, err := open(ctx, r)
+	if err != nil {
+		return c, err
+	}
+	defer s.close(ctx)
+	if dialectName == dialect.MySQL {
+		var version string
+		if err := s.conn.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
+			return c, fmt.Errorf("read the server's version: %w", err)
+		}
+		s.tidb = strings.Contains(version, "TiDB")
+	}
+	end, err := s.beginLocked(ctx)
+	if err != nil {
+		return c, err
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			end(false)
+		}
+	}()
+	m, err := s.lockMarkers(ctx)
+	if err != nil {
+		return c, err
+	}
+	layout, rng, floor := parseLayoutText(m.layoutText)
+	if !m.hasLayout || !m.hasSlots || !knownLayout(m.layoutText) {
+		return c, fmt.Errorf("%w (or its '%s' row is lost: the next take puts it back)", ErrNoPool, schema.LayoutService)
+	}
+	workers, err := layoutWorkers(layout)
+	if err != nil {
+		return c, err
+	}
+	c.Layout, c.Workers, c.From = layout, workers, rng
+	if keep {
+		lo, hi, _ = parseRangeText(rng)
+	}
+	if err := checkRange(lo, hi, workers); err != nil {
+		return c, fmt.Errorf("%w for the pool's layout %q", err, layout)
+	}
+	want := &Request{Workers: workers, Lo: lo, Hi: hi}
+	c.To = want.rangeText()
+	if s.q.lockSlots != "" {
+		// Renewals in flight commit first, and are seen below.
+		if err := s.drain(ctx, s.q.lockSlots); err != nil {
+			return c, fmt.Errorf("lock the slots: %w", err)
+		}
+	}
+	if c.NowMs, c.Outside, err = s.liveOutside(ctx, want.lo(), want.hi()); err != nil {
+		return c, err
+	}
+	if !apply || keep || c.To == c.From {
+		return c, nil
+	}
+	st := parseSlots(m.slotsText)
+	st.rng = c.To
+	if _, err := s.x.ExecContext(ctx, s.q.writeMarker, m.made, st.String(), schema.SlotsService); err != nil {
+		return c, fmt.Errorf("write the pool's slot count: %w", err)
+	}
+	if _, err := s.x.ExecContext(ctx, s.q.writeMarker, m.layoutTTL, layoutText(layout, c.To, floor), schema.LayoutService); err != nil {
+		return c, fmt.Errorf("write the pool's layout: %w", err)
+	}
+	committed = true
+	if err := end(true); err != nil {
+		return c, fmt.Errorf("commit the change of range: %w", err)
+	}
+	c.Applied = true
+	return c, nil
+}
+
+// liveOutside reads the live slots outside lo..hi, with the database's
+// clock.
+func (s *session) liveOutside(ctx context.Context, lo, hi int64) (nowMs int64, out []Holder, err error) {
+	rows, err := s.x.QueryContext(ctx, fmt.Sprintf(s.q.liveOutside, lo, hi))
+	if err != nil {
+		return 0, nil, fmt.Errorf("look for live slots outside the range: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			id                          sql.NullInt64
+			service, instance, layout   sql.NullString
+			fence, taken, expires, prom sql.NullInt64
+		)
+		if err := rows.Scan(&id, &service, &instance, &fence, &taken, &expires, &prom, &layout, &nowMs); err != nil {
+			return 0, nil, fmt.Errorf("look for live slots outside the range: %w", err)
+		}
+		if id.Valid {
+			out = append(out, Holder{WorkerID: id.Int64, Service: service.String, Instance: instance.String,
+				Layout: layout.String, Fence: fence.Int64, TakenMs: taken.Int64, ExpiresMs: expires.Int64, PromiseMs: prom.Int64})
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return 0, nil, fmt.Errorf("look for live slots outside the range: %w", err)
+	}
+	return nowMs, out, nil
+}
+
+// layoutWorkers is the number of worker ids of a layout tag
+// ("clockseq/worker/sequence epoch").
+func layoutWorkers(tag string) (int64, error) {
+	bits, _, _ := strings.Cut(tag, " ")
+	f := strings.Split(bits, "/")
+	if len(f) != 3 {
+		return 0, fmt.Errorf("the pool's layout %q does not read as clockseq/worker/sequence", tag)
+	}
+	w, err := strconv.Atoi(f[1])
+	if err != nil || w < 1 || w > 21 {
+		return 0, fmt.Errorf("the pool's layout %q has no worker field of 1..21 bits", tag)
+	}
+	return 1 << w, nil
+}
+
+// parseRangeText reads a recorded range "lo-hi" ("" reads as 0, 0: the
+// whole layout).
+func parseRangeText(rng string) (lo, hi int64, err error) {
+	if rng == "" {
+		return 0, 0, nil
+	}
+	a, b, ok := strings.Cut(rng, "-")
+	if ok {
+		if lo, err = strconv.ParseInt(a, 10, 64); err == nil {
+			hi, err = strconv.ParseInt(b, 10, 64)
+		}
+	}
+	if !ok || err != nil {
+		return 0, 0, fmt.Errorf("the pool's worker range %q does not read as lo-hi", rng)
+	}
+	return lo, hi, nil
+}

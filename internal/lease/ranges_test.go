@@ -1,0 +1,273 @@
+package lease
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/entflake/entflake/internal/dbtest"
+)
+
+// ranged is request with a worker range and an instance tag of its own.
+func ranged(db *sql.DB, d, instance string, lo, hi int64) Request {
+	r := request(db, d, "ranged")
+	r.Instance, r.Lo, r.Hi = instance, lo, hi
+	return r
+}
+
+// poolTexts reads the instance columns of the pool's two rows.
+func poolTexts(t testing.TB, db *sql.DB) (layout, slots string) {
+	t.Helper()
+	require.NoError(t, db.QueryRow("SELECT instance FROM sys_sequence WHERE service_name = '__layout__'").Scan(&layout))
+	require.NoError(t, db.QueryRow("SELECT instance FROM sys_sequence WHERE service_name = '__slots__'").Scan(&slots))
+	return layout, slots
+}
+
+// TestRangeTakes: takes with a range hand out its worker ids and no
+// other, many at once, and say that the range is full when it is; a
+// released one is handed out again.
+func TestRangeTakes(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		db := b.Fresh(t)
+		db.SetMaxOpenConns(8)
+		var n int
+		vals := takeConcurrently(t, 6, func(ctx context.Context) (int64, error) {
+			n++
+			l, err := Take(ctx, ranged(db.DB, b.Dialect, fmt.Sprintf("r%d@h@1@1", n), 700, 705))
+			return l.WorkerID, err
+		})
+		slices.Sort(vals)
+		assert.Equal(t, seq(700, 705), vals, "six takes of 700..705 hold all six")
+
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		r := ranged(db.DB, b.Dialect, "seventh@h@1@1", 700, 705)
+		_, err := Take(ctx, r)
+		require.ErrorIs(t, err, ErrAllHeld)
+		assert.Contains(t, err.Error(), "6 of 6 live in the worker range 700..705")
+
+		// Release 703: the next take of the range gets it.
+		var h Holding
+		require.NoError(t, db.QueryRow("SELECT fence, instance FROM sys_sequence_slot WHERE worker_id = 703").Scan(&h.Fence, &h.Instance))
+		h.DB, h.Dialect, h.WorkerID = db.DB, b.Dialect, 703
+		require.NoError(t, Release(ctx, h, 0))
+		assert.Equal(t, int64(703), take(t, r).WorkerID)
+
+		layout, slots := poolTexts(t, db.DB)
+		assert.Equal(t, testLayout+" range=700-705", layout)
+		assert.Contains(t, slots, " range=700-705")
+	})
+}
+
+// TestRangeRefused: while a slot is live, a take with another range than
+// the pool's, or with none, is refused with ErrRange, naming both and a
+// holder; with none live, the record becomes the take's.
+func TestRangeRefused(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		db := b.Fresh(t)
+		first := ranged(db.DB, b.Dialect, "a@h@1@1", 0, 511)
+		s := take(t, first)
+		require.LessOrEqual(t, s.WorkerID, int64(511))
+
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		for _, c := range []struct {
+			name   string
+			lo, hi int64
+			ours   string
+		}{
+			{"other region", 512, 1023, "512..1023"},
+			{"overlapping", 256, 767, "256..767"},
+			{"none", 0, 0, "the whole layout (0..1023)"},
+			{"whole layout given", 0, 1023, "the whole layout (0..1023)"},
+		} {
+			_, err := Take(ctx, ranged(db.DB, b.Dialect, "b@h@1@1", c.lo, c.hi))
+			require.ErrorIs(t, err, ErrRange, c.name)
+			assert.NotErrorIs(t, err, ErrUndecided, c.name)
+			assert.Contains(t, err.Error(), "ours is "+c.ours+", the pool's is 0..511", c.name)
+			assert.Contains(t, err.Error(), `instance "a@h@1@1"`, c.name)
+		}
+		layout, _ := poolTexts(t, db.DB)
+		assert.Equal(t, testLayout+" range=0-511", layout, "the refusals left the record")
+
+		// The same range is taken in, beside the live holder.
+		assert.NotEqual(t, s.WorkerID, take(t, ranged(db.DB, b.Dialect, "c@h@1@1", 0, 511)).WorkerID)
+
+		// Nothing live: the next take's range becomes the pool's.
+		_, err := db.Exec("UPDATE sys_sequence_slot SET expires_ms = 0")
+		require.NoError(t, err)
+		s = take(t, ranged(db.DB, b.Dialect, "d@h@1@1", 512, 1023))
+		assert.GreaterOrEqual(t, s.WorkerID, int64(512))
+		layout, slots := poolTexts(t, db.DB)
+		assert.Equal(t, testLayout+" range=512-1023", layout)
+		assert.Contains(t, slots, " range=512-1023")
+		_, err = Take(ctx, ranged(db.DB, b.Dialect, "e@h@1@1", 0, 511))
+		require.ErrorIs(t, err, ErrRange)
+
+		// And back to none, once nothing is live: no range recorded.
+		_, err = db.Exec("UPDATE sys_sequence_slot SET expires_ms = 0")
+		require.NoError(t, err)
+		take(t, request(db.DB, b.Dialect, "whole"))
+		layout, slots = poolTexts(t, db.DB)
+		assert.Equal(t, testLayout, layout)
+		assert.NotContains(t, slots, "range=")
+	})
+}
+
+// TestRangeRowLost: the '__layout__' row deleted, or its range edited
+// away, beside live holders: the copy in '__slots__' puts the range back,
+// and a take with the pool's range is not refused (nor one with another
+// range taken in).
+func TestRangeRowLost(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		for _, edit := range []string{
+			"DELETE FROM sys_sequence WHERE service_name = '__layout__'",
+			"UPDATE sys_sequence SET instance = NULL WHERE service_name = '__layout__'",
+		} {
+			db := b.Fresh(t)
+			take(t, ranged(db.DB, b.Dialect, "a@h@1@1", 100, 200))
+			_, err := db.Exec(edit)
+			require.NoError(t, err)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_, err = Take(ctx, ranged(db.DB, b.Dialect, "x@h@1@1", 300, 400))
+			cancel()
+			require.ErrorIs(t, err, ErrRange, edit)
+			s := take(t, ranged(db.DB, b.Dialect, "b@h@1@1", 100, 200))
+			assert.True(t, s.WorkerID >= 100 && s.WorkerID <= 200, edit)
+			layout, _ := poolTexts(t, db.DB)
+			assert.True(t, strings.HasPrefix(layout, testLayout+" range=100-200"), "%s: %q", edit, layout)
+		}
+	})
+}
+
+// TestSetRange: the operator's change of a live pool's range: a dry run
+// says what it would do and changes nothing; the change lists the live
+// slots outside the new range, takes of the new range are taken in at
+// once, and takes of the old one refused; a range that does not fit the
+// layout, or a database without a pool, is refused.
+func TestSetRange(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		db := b.Fresh(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_, err := SetRange(ctx, db.DB, b.Dialect, 0, 511, false, false)
+		require.ErrorIs(t, err, ErrNoPool)
+
+		var held []int64
+		for i := range 4 {
+			held = append(held, take(t, ranged(db.DB, b.Dialect, fmt.Sprintf("a%d@h@1@1", i), 500, 520)).WorkerID)
+		}
+		slices.Sort(held)
+
+		c, err := SetRange(ctx, db.DB, b.Dialect, 0, 0, true, false)
+		require.NoError(t, err)
+		assert.Equal(t, RangeChange{Layout: testLayout, Workers: 1024, From: "500-520", To: "500-520", NowMs: c.NowMs}, c)
+
+		c, err = SetRange(ctx, db.DB, b.Dialect, 0, 501, false, false)
+		require.NoError(t, err)
+		assert.False(t, c.Applied)
+		assert.Equal(t, "500-520", c.From)
+		assert.Equal(t, "0-501", c.To)
+		var outside []int64
+		for _, h := range c.Outside {
+			outside = append(outside, h.WorkerID)
+			assert.Equal(t, StateLive, h.State(c.NowMs))
+		}
+		var above []int64
+		for _, id := range held {
+			if id > 501 {
+				above = append(above, id)
+			}
+		}
+		require.NotEmpty(t, above)
+		assert.Equal(t, above, outside, "the live slots above 501")
+		layout, _ := poolTexts(t, db.DB)
+		assert.Equal(t, testLayout+" range=500-520", layout, "a dry run changes nothing")
+
+		c, err = SetRange(ctx, db.DB, b.Dialect, 0, 501, false, true)
+		require.NoError(t, err)
+		assert.True(t, c.Applied)
+		assert.Len(t, c.Outside, len(above))
+		layout, slots := poolTexts(t, db.DB)
+		assert.Equal(t, testLayout+" range=0-501", layout)
+		assert.Contains(t, slots, " range=0-501")
+
+		s := take(t, ranged(db.DB, b.Dialect, "new@h@1@1", 0, 501))
+		assert.LessOrEqual(t, s.WorkerID, int64(501))
+		_, err = Take(ctx, ranged(db.DB, b.Dialect, "old@h@1@1", 500, 520))
+		require.ErrorIs(t, err, ErrRange)
+
+		// The old range's holders still renew: their slots are theirs.
+		var h Holding
+		require.NoError(t, db.QueryRow(fmt.Sprintf("SELECT fence, instance FROM sys_sequence_slot WHERE worker_id = %d", above[0])).
+			Scan(&h.Fence, &h.Instance))
+		h.DB, h.Dialect, h.WorkerID = db.DB, b.Dialect, above[0]
+		require.NoError(t, Renew(ctx, h, time.Minute.Milliseconds(), time.Now().UnixMilli()))
+
+		// Back to the whole layout.
+		c, err = SetRange(ctx, db.DB, b.Dialect, 0, 0, false, true)
+		require.NoError(t, err)
+		assert.Equal(t, "", c.To)
+		assert.Empty(t, c.Outside)
+		layout, _ = poolTexts(t, db.DB)
+		assert.Equal(t, testLayout, layout)
+
+		for _, r := range [][2]int64{{5, 5}, {9, 3}, {-1, 10}, {0, 1024}} {
+			_, err := SetRange(ctx, db.DB, b.Dialect, r[0], r[1], false, true)
+			require.Error(t, err, "%v", r)
+			assert.Contains(t, err.Error(), "worker range", "%v", r)
+		}
+	})
+}
+
+// TestRangeRequest: a request's range is checked before any I/O.
+func TestRangeRequest(t *testing.T) {
+	db := dbtest.SQLite(t)
+	ctx := context.Background()
+	for _, c := range []struct {
+		lo, hi int64
+		want   string
+	}{
+		{-1, 5, "negative"},
+		{5, 5, "fewer than two"},
+		{6, 5, "fewer than two"},
+		{0, 1024, "past the layout's last worker id, 1023"},
+	} {
+		_, err := Take(ctx, ranged(db.DB, "sqlite3", "a@h@1@1", c.lo, c.hi))
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), c.want)
+	}
+	r := ranged(db.DB, "sqlite3", "a@h@1@1", 10, 20)
+	r.Explicit, r.WorkerID = true, 21
+	_, err := Take(ctx, r)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "worker id 21 is outside 10..20")
+	r.WorkerID = 20
+	assert.Equal(t, int64(20), take(t, r).WorkerID)
+}
+
+// TestRangeLifetime: the lifetime lease's counter runs through the range.
+func TestRangeLifetime(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		db := b.Fresh(t)
+		r := ranged(db.DB, b.Dialect, "life@h@1@1", 40, 42)
+		var got []int64
+		wrapped := 0
+		for range 7 {
+			l := mustTakeForLife(t, r)
+			got = append(got, l.WorkerID)
+			if l.Wrapped {
+				wrapped++
+			}
+		}
+		assert.Equal(t, []int64{41, 42, 40, 41, 42, 40, 41}, got)
+		assert.Equal(t, 2, wrapped)
+	})
+}
