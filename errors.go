@@ -52,6 +52,13 @@ var (
 	// issuing), or IDs issued under the pool's epoch would repeat under the
 	// new one (an epoch moved later).
 	ErrLayoutMismatch = lease.ErrLayout
+	// ErrWorkerRangeMismatch: the pool's recorded worker range is not this
+	// generator's (WithWorkerRange, or none: the whole layout) and cannot
+	// become it now, since a slot of the pool is live (the error names both
+	// ranges and a holder). Instances that lease from the same tables must
+	// give the same range; an operator changes a live pool's range with
+	// the CLI (entflake range -set).
+	ErrWorkerRangeMismatch = lease.ErrRange
 	// ErrAllWorkersHeld: every worker id of the layout is held by a live
 	// instance. It is the reason of a fallback (or, with WithRequireLease,
 	// in the chain of ErrNoLease).

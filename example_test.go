@@ -216,3 +216,43 @@ func ExampleFindNodes() {
 	// 386199493093101568 User false
 	// 42  true
 }
+
+// Two regions, each with its own database, lease from disjoint worker
+// ranges, so their IDs never meet; an instance of one region started on the
+// other's database is refused while that pool is in use.
+func ExampleWithWorkerRange() {
+	dir, err := os.MkdirTemp("", "entflake-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	ctx := context.Background()
+	quiet := entflake.WithLogger(slog.New(slog.DiscardHandler))
+	regions := map[string][2]int64{"eu": {0, 511}, "us": {512, 1023}}
+	dbs := map[string]*sql.DB{}
+	for _, region := range []string{"eu", "us"} {
+		db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, region+".db")+"?_pragma=busy_timeout(5000)")
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer db.Close()
+		dbs[region] = db
+		r := regions[region]
+		gen, err := entflake.OpenDB(ctx, db, dialect.SQLite, entflake.WithService("payments"),
+			entflake.WithWorkerRange(r[0], r[1]), quiet)
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer gen.Close()
+		fmt.Println(region, "worker", gen.WorkerID())
+	}
+	// A "us" instance pointed at the "eu" database.
+	us := regions["us"]
+	_, err = entflake.OpenDB(ctx, dbs["eu"], dialect.SQLite, entflake.WithService("payments"),
+		entflake.WithWorkerRange(us[0], us[1]), quiet)
+	fmt.Println(errors.Is(err, entflake.ErrWorkerRangeMismatch))
+	// Output:
+	// eu worker 1
+	// us worker 513
+	// true
+}

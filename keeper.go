@@ -216,10 +216,11 @@ func (k *keeper) acquire(ctx context.Context) time.Duration {
 		if errors.As(err, &fe) && k.req.Explicit {
 			k.floorAhead(ctx, fe)
 		}
-		if errors.Is(err, lease.ErrLayout) && k.req.Explicit && !k.held {
+		if errIs(err, lease.ErrLayout, lease.ErrRange) && k.req.Explicit && !k.held {
 			// A fixed id issuing unregistered in another layout or epoch
-			// than the pool's: its IDs can be the pool's numbers. Stop, and
-			// say so once.
+			// than the pool's, or with another worker range (another
+			// region's?): its IDs can be the pool's numbers, or another
+			// pool's. Stop, and say so once.
 			k.g.fence(err)
 			k.g.stats.fencings.Add(1)
 			k.g.update(func(s *LeaseStatus) { s.State = LeaseFenced })

@@ -117,7 +117,8 @@ func sqlDB(drv dialect.Driver) (*sql.DB, string, error) {
 // name the tables cannot hold, no service name where the lease or the
 // fallback needs one), for a live holder of a fixed worker id
 // (ErrWorkerHeld), for a live instance with another layout or epoch
-// (ErrLayoutMismatch), for a clock skew WithClockSkewCheck refuses, for a
+// (ErrLayoutMismatch) or another worker range (ErrWorkerRangeMismatch),
+// for a clock skew WithClockSkewCheck refuses, for a
 // failed lease under WithRequireLease (ErrNoLease), and for ctx ending.
 // dialectName is ent's dialect.MySQL, dialect.Postgres or dialect.SQLite.
 //
@@ -187,7 +188,7 @@ func openDB(ctx context.Context, db *sql.DB, dialectName string, opts []Option) 
 				return c.startFenced(ctx, k, fe, err)
 			}
 		}
-		if err == nil || errIs(err, ErrClockSkew, ErrLayoutMismatch, ErrDatabaseSetting) {
+		if err == nil || errIs(err, ErrClockSkew, ErrLayoutMismatch, ErrWorkerRangeMismatch, ErrDatabaseSetting) {
 			return g, err
 		}
 		if ctx.Err() != nil {
@@ -204,8 +205,9 @@ func openDB(ctx context.Context, db *sql.DB, dialectName string, opts []Option) 
 	}
 
 	// Rung 3: the fallback hash.
-	workers := c.layout.workers()
-	id = fallbackWorkerID(c.service, host, pid, workers)
+	lo, hi := c.workerRange()
+	workers := hi - lo + 1
+	id = lo + fallbackWorkerID(c.service, host, pid, workers)
 	g, err := c.build(id, SourceFallback, instance)
 	if err != nil {
 		return nil, err
@@ -233,10 +235,14 @@ func openDB(ctx context.Context, db *sql.DB, dialectName string, opts []Option) 
 
 // explicitWorkerID returns the fixed worker id of rung 1, if any.
 func (c *config) explicitWorkerID() (int64, bool, error) {
-	max := c.layout.MaxWorkerID()
+	lo, max := c.workerRange()
+	what := "the layout's 0.." + strconv.FormatInt(max, 10)
+	if c.rangeSet {
+		what = fmt.Sprintf("WithWorkerRange's %d..%d", lo, max)
+	}
 	if c.workerIDSet {
-		if c.workerID < 0 || c.workerID > max {
-			return 0, false, fmt.Errorf("%w: WithWorkerID(%d) is outside 0..%d", ErrInvalidWorkerID, c.workerID, max)
+		if c.workerID < lo || c.workerID > max {
+			return 0, false, fmt.Errorf("%w: WithWorkerID(%d) is outside %s", ErrInvalidWorkerID, c.workerID, what)
 		}
 		return c.workerID, true, nil
 	}
@@ -248,8 +254,8 @@ func (c *config) explicitWorkerID() (int64, bool, error) {
 	if err != nil {
 		return 0, false, fmt.Errorf("%w: %s=%q is not a decimal integer", ErrInvalidWorkerID, EnvWorkerID, v)
 	}
-	if id < 0 || id > max {
-		return 0, false, fmt.Errorf("%w: %s=%d is outside 0..%d", ErrInvalidWorkerID, EnvWorkerID, id, max)
+	if id < lo || id > max {
+		return 0, false, fmt.Errorf("%w: %s=%d is outside %s", ErrInvalidWorkerID, EnvWorkerID, id, what)
 	}
 	return id, true, nil
 }
@@ -281,7 +287,7 @@ func (c *config) openExplicit(ctx context.Context, db *sql.DB, dialectName strin
 		k.req.TakeOver = instancePrefix(c.service, pod)
 	}
 	g, err := c.untilFixed(ctx, func(ctx context.Context) (*Generator, error) { return c.openLease(ctx, k) })
-	if err == nil || errIs(err, ErrClockSkew, ErrLayoutMismatch, ErrWorkerHeld, ErrDatabaseSetting) {
+	if err == nil || errIs(err, ErrClockSkew, ErrLayoutMismatch, ErrWorkerRangeMismatch, ErrWorkerHeld, ErrDatabaseSetting) {
 		return g, err
 	}
 	if ctx.Err() != nil {
@@ -416,6 +422,9 @@ func (c *config) keeper(db *sql.DB, dialectName, instance string, source Source)
 			DB: db, Dialect: dialectName, Service: c.service, Instance: instance, Layout: c.layoutTag(),
 			Workers: c.layout.workers(), Now: c.clock.Now, TTL: hb.TTL, Horizon: hb.horizon(), Lead: c.maxLead,
 		},
+	}
+	if c.rangeSet {
+		k.req.Lo, k.req.Hi = c.workerRange()
 	}
 	k.req.Deleted = func(d lease.Deleted) {
 		if len(d.WorkerIDs) == 0 {

@@ -44,6 +44,9 @@ type config struct {
 	clock        Clock
 	policy       RollbackPolicy
 	layout       Layout
+	rangeLo      int64 // WithWorkerRange
+	rangeHi      int64
+	rangeSet     bool
 	leaseDB      *sql.DB
 	leaseDialect string
 	leaseDBSet   bool
@@ -207,6 +210,33 @@ func WithRandomSequenceStart(span int64) Option {
 // WithLayout sets the split of the low 22 bits (DefaultLayout unless given).
 func WithLayout(l Layout) Option { return func(c *config) { c.layout = l } }
 
+// WithWorkerRange confines the worker ids this generator takes to lo..hi,
+// both included: the lease hands out only those, the fallback hash lands
+// in them, and a fixed worker id (WithWorkerID, ENTFLAKE_WORKER_ID) must
+// be one of them. It is for pools that cannot see each other, a region
+// with its own database say: services that lease from different
+// databases issue the same IDs only if they can hold the same worker id,
+// so give each database's services a range of their own, disjoint from
+// every other's (see docs/operations.md, "Regions").
+//
+// The range is recorded in the pool's '__layout__' row by the first
+// instance that leases with it, and every instance that leases from the
+// same tables must give the same one: Open fails with
+// ErrWorkerRangeMismatch, naming both ranges and a live holder, while any
+// slot of the pool is live (an instance started with another region's
+// range, or with none, is refused rather than taken in); with none live,
+// the record becomes its range. The operator changes the range of a live
+// pool with the CLI (entflake range -set lo-hi), which lists the live
+// holders outside the new range. lo must be below hi, and hi at most the
+// layout's MaxWorkerID; the whole layout, 0..MaxWorkerID, is the same as
+// no range. Not with New, whose worker id is given.
+func WithWorkerRange(lo, hi int64) Option {
+	return func(c *config) {
+		c.rangeLo, c.rangeHi, c.rangeSet = lo, hi, true
+		c.leaseOption("WithWorkerRange")
+	}
+}
+
 // WithLeaseDB leases from another database than the one given to Open:
 // there is one pool of worker ids per platform, so services whose entities
 // live in different databases lease from one shared database. That database
@@ -277,6 +307,15 @@ func WithRequireLease() Option {
 // millisUTC formats a time to the millisecond in UTC.
 const millisUTC = "2006-01-02T15:04:05.000Z"
 
+// workerRange is the worker ids this generator may take: WithWorkerRange's,
+// or the whole layout.
+func (c *config) workerRange() (lo, hi int64) {
+	if c.rangeSet {
+		return c.rangeLo, c.rangeHi
+	}
+	return 0, c.layout.MaxWorkerID()
+}
+
 // validate checks everything that does not depend on the rung.
 func (c *config) validate() error {
 	if len(c.errs) > 0 {
@@ -298,6 +337,18 @@ func (c *config) validate() error {
 	}
 	if c.maxSkew <= 0 {
 		return fmt.Errorf("%w: clock skew limit %v is not positive", ErrInvalidOption, c.maxSkew)
+	}
+	if c.rangeSet {
+		switch max := c.layout.MaxWorkerID(); {
+		case c.rangeLo < 0 || c.rangeHi < 0:
+			return fmt.Errorf("%w: WithWorkerRange(%d, %d) is negative", ErrInvalidWorkerID, c.rangeLo, c.rangeHi)
+		case c.rangeLo >= c.rangeHi:
+			return fmt.Errorf("%w: WithWorkerRange(%d, %d) holds fewer than two worker ids: lo must be below hi",
+				ErrInvalidWorkerID, c.rangeLo, c.rangeHi)
+		case c.rangeHi > max:
+			return fmt.Errorf("%w: WithWorkerRange(%d, %d) goes past the layout's last worker id, %d (%d worker bits)",
+				ErrInvalidWorkerID, c.rangeLo, c.rangeHi, max, c.layout.WorkerBits)
+		}
 	}
 	if c.leaseDBSet {
 		if err := schema.CheckDialect(c.leaseDialect); err != nil {

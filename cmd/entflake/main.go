@@ -71,6 +71,7 @@ const usage = `usage: entflake <command> [flags] [args]
 commands:
   decode   [-epoch T] [-layout C/W/S] [-json] [ID...]   take IDs apart (IDs from stdin when none given)
   holders  -dialect D -dsn DSN [-all] [-json]          show who holds which worker id
+  range    -dialect D -dsn DSN [-set LO-HI|all [-apply]]  show or change the pool's worker range
   ddl      -dialect D                                  print the DDL of entflake's tables
 
 dialects: mysql (MySQL, MariaDB), postgres, sqlite3
@@ -91,6 +92,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = decode(rest, stdin, stdout, stderr)
 	case "holders":
 		err = holders(rest, stdout, stderr)
+	case "range":
+		err = workerRange(rest, stdout, stderr)
 	case "ddl":
 		err = ddl(rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
@@ -427,6 +430,89 @@ func holders(args []string, stdout, stderr io.Writer) error {
 	_, err = fmt.Fprintf(stdout, "\n%d slots: %d live, %d expired, %d released%s. Database clock %s.\n",
 		len(hs), count[lease.StateLive], count[lease.StateExpired], count[lease.StateReleased], hidden, msTime(now))
 	return err
+}
+
+// ---- range
+
+func workerRange(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("entflake range", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	d := fs.String("dialect", "", "mysql (MySQL, MariaDB), postgres or sqlite3")
+	dsn := fs.String("dsn", "", "the database: a go-sql-driver/mysql DSN, a pgx URL, or a SQLite file")
+	set := fs.String("set", "", `the new worker range, "LO-HI" (both included), or "all" for the whole layout`)
+	apply := fs.Bool("apply", false, "with -set: make the change (without it, a dry run says what it would do)")
+	timeout := fs.Duration("timeout", 10*time.Second, "bound on connecting, the pool's locks, and the change")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected arguments %q", fs.Args())
+	}
+	if err := dialectFlag(*d); err != nil {
+		return err
+	}
+	if *dsn == "" {
+		return usagef("-dsn is required")
+	}
+	if *timeout <= 0 {
+		return usagef("-timeout %v: must be positive", *timeout)
+	}
+	if *apply && *set == "" {
+		return usagef("-apply needs -set")
+	}
+	var lo, hi int64
+	if *set != "" && *set != "all" {
+		a, b, ok := strings.Cut(*set, "-")
+		var errA, errB error
+		lo, errA = strconv.ParseInt(a, 10, 64)
+		hi, errB = strconv.ParseInt(b, 10, 64)
+		if !ok || errA != nil || errB != nil {
+			return usagef("-set %q: want LO-HI, two decimal worker ids (0-511), or all", *set)
+		}
+		if lo == 0 && hi == 0 {
+			return usagef("-set %q: a range holds at least two worker ids", *set)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	db, err := open(ctx, *d, *dsn)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	c, err := lease.SetRange(ctx, db, *d, lo, hi, *set == "", *apply)
+	if err != nil {
+		return err
+	}
+	show := func(rng string) string {
+		if rng == "" {
+			return fmt.Sprintf("all (0-%d)", c.Workers-1)
+		}
+		return rng
+	}
+	fmt.Fprintf(stdout, "layout %s, %d worker ids\n", c.Layout, c.Workers)
+	switch {
+	case *set == "":
+		fmt.Fprintf(stdout, "worker range: %s\n", show(c.From))
+	case c.From == c.To:
+		fmt.Fprintf(stdout, "worker range: %s already; nothing to change\n", show(c.From))
+	case c.Applied:
+		fmt.Fprintf(stdout, "worker range: %s, was %s\n", show(c.To), show(c.From))
+	default:
+		fmt.Fprintf(stdout, "worker range: %s; would become %s (dry run: -apply makes the change)\n", show(c.From), show(c.To))
+	}
+	if len(c.Outside) == 0 {
+		fmt.Fprintf(stdout, "no live slot outside %s.\n", show(c.To))
+		return nil
+	}
+	fmt.Fprintf(stdout, "\n%d live slots outside %s: their holders issue under these worker ids until they stop, "+
+		"and no other pool may hand them out before then:\n", len(c.Outside), show(c.To))
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "WORKER\tSERVICE\tINSTANCE\tEXPIRES IN\tLAYOUT")
+	for _, h := range c.Outside {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", h.WorkerID, dash(h.Service), dash(h.Instance), expiresIn(h, c.NowMs), dash(h.Layout))
+	}
+	return tw.Flush()
 }
 
 // idsUpTo shows how far a slot's IDs went: its promise as a time, or

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -354,4 +355,71 @@ func TestHoldersEmpty(t *testing.T) {
 		require.Equal(t, 0, code, errs)
 		assert.Contains(t, out, "0 slots: 0 live, 0 expired, 0 released. Database clock ")
 	})
+}
+
+// TestRange: range shows the pool's worker range, a dry run says what
+// -set would do and who lies outside, -apply changes it (a generator of
+// the new range then opens, one of the old is refused), and bad input is
+// a usage error.
+func TestRange(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		db := b.Fresh(t)
+		code, _, errs := cli("", "range", "-dialect", b.Dialect, "-dsn", db.DSN)
+		assert.Equal(t, 1, code)
+		assert.Contains(t, errs, "the pool has no layout yet")
+
+		var held []int64
+		for range 3 {
+			held = append(held, openGen(t, b, db, nil, entflake.WithWorkerRange(500, 520)).WorkerID())
+		}
+		code, out, errs := cli("", "range", "-dialect", b.Dialect, "-dsn", db.DSN)
+		require.Equal(t, 0, code, errs)
+		assert.Contains(t, out, "layout 0/10/12 2024-01-01T00:00:00.000Z, 1024 worker ids\n")
+		assert.Contains(t, out, "worker range: 500-520\n")
+		assert.Contains(t, out, "no live slot outside 500-520.")
+
+		code, out, errs = cli("", "range", "-dialect", b.Dialect, "-dsn", db.DSN, "-set", "0-499")
+		require.Equal(t, 0, code, errs)
+		assert.Contains(t, out, "worker range: 500-520; would become 0-499 (dry run: -apply makes the change)")
+		assert.Contains(t, out, "3 live slots outside 0-499")
+		for _, id := range held {
+			assert.Regexp(t, fmt.Sprintf(`(?m)^%d +billing +billing@`, id), out)
+		}
+		code, out, _ = cli("", "range", "-dialect", b.Dialect, "-dsn", db.DSN)
+		assert.Equal(t, 0, code)
+		assert.Contains(t, out, "worker range: 500-520\n", "the dry run changed nothing")
+
+		code, out, errs = cli("", "range", "-dialect", b.Dialect, "-dsn", db.DSN, "-set", "0-499", "-apply")
+		require.Equal(t, 0, code, errs)
+		assert.Contains(t, out, "worker range: 0-499, was 500-520")
+		assert.Contains(t, out, "3 live slots outside 0-499")
+		g := openGen(t, b, db, nil, entflake.WithWorkerRange(0, 499))
+		assert.LessOrEqual(t, g.WorkerID(), int64(499))
+		_, err := entflake.OpenDB(context.Background(), db.Open(t), b.Dialect, entflake.WithService("billing"),
+			entflake.WithWorkerRange(500, 520), entflake.WithLogger(slog.New(&records{})))
+		require.ErrorIs(t, err, entflake.ErrWorkerRangeMismatch)
+
+		code, out, errs = cli("", "range", "-dialect", b.Dialect, "-dsn", db.DSN, "-set", "all", "-apply")
+		require.Equal(t, 0, code, errs)
+		assert.Contains(t, out, "worker range: all (0-1023), was 0-499")
+		assert.Contains(t, out, "no live slot outside all (0-1023).")
+
+		code, _, errs = cli("", "range", "-dialect", b.Dialect, "-dsn", db.DSN, "-set", "0-1024", "-apply")
+		assert.Equal(t, 1, code)
+		assert.Contains(t, errs, "goes past the layout's last worker id, 1023")
+	})
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-set", "5"}, `-set "5": want LO-HI`},
+		{[]string{"-set", "a-b"}, `-set "a-b": want LO-HI`},
+		{[]string{"-set", "0-0"}, "at least two worker ids"},
+		{[]string{"-apply"}, "-apply needs -set"},
+	} {
+		code, out, errs := cli("", append([]string{"range", "-dialect", dialect.SQLite, "-dsn", "x.db"}, c.args...)...)
+		assert.Equal(t, 2, code, "%q", c.args)
+		assert.Contains(t, errs, c.want, "%q", c.args)
+		assert.Empty(t, out)
+	}
 }
