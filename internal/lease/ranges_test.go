@@ -271,3 +271,65 @@ func TestRangeLifetime(t *testing.T) {
 		assert.Equal(t, 2, wrapped)
 	})
 }
+
+// TestRangeChangeOrdersClaims: a claim read before the operator's change
+// of range and sent after it commits matches nothing (it compares the
+// '__layout__' row, which records the range), and the take, read again,
+// is refused: no slot is claimed under a range the pool no longer has.
+// And a claim sent while the change holds the pool's rows waits for it,
+// and is refused the same way.
+func TestRangeChangeOrdersClaims(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		db := b.Fresh(t)
+		take(t, ranged(db.DB, b.Dialect, "live@h@1@1", 500, 520)) // live throughout
+		hdb, h := hooked(t, db.Driver, db.DSN)
+		changed := false
+		h.set(func(q string) {
+			if changed || !strings.HasPrefix(q, "UPDATE sys_sequence_slot SET fence = fence + 1") {
+				return
+			}
+			changed = true
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			c, err := SetRange(ctx, db.DB, b.Dialect, 0, 499, false, true)
+			require.NoError(t, err)
+			require.True(t, c.Applied)
+		}, nil)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		s, err := Take(ctx, ranged(hdb, b.Dialect, "late@h@1@1", 500, 520))
+		require.True(t, changed, "the claim was sent")
+		require.ErrorIs(t, err, ErrRange, "took %d", s.WorkerID)
+		var n int
+		require.NoError(t, db.QueryRow("SELECT COUNT(*) FROM sys_sequence_slot WHERE instance = 'late@h@1@1'").Scan(&n))
+		assert.Zero(t, n, "no slot claimed by the late take")
+
+		// The other way round: the change holds the pool's rows while a
+		// take of the old range runs; the take waits, then is refused.
+		h.set(nil, nil)
+		_, err = SetRange(ctx, db.DB, b.Dialect, 500, 520, false, true)
+		require.NoError(t, err)
+		hdb2, h2 := hooked(t, db.Driver, db.DSN)
+		done := make(chan error, 1)
+		h2.set(func(q string) {
+			if !strings.Contains(q, "s.expires_ms >= k.now_ms") {
+				return
+			}
+			go func() {
+				tctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				_, err := Take(tctx, ranged(db.DB, b.Dialect, "during@h@1@1", 500, 520))
+				done <- err
+			}()
+			time.Sleep(300 * time.Millisecond) // the take reaches the pool's rows' lock, or is on its way
+		}, nil)
+		c, err := SetRange(ctx, hdb2, b.Dialect, 0, 499, false, true)
+		require.NoError(t, err)
+		require.True(t, c.Applied)
+		err = <-done
+		require.ErrorIs(t, err, ErrRange)
+		for _, o := range c.Outside {
+			assert.NotEqual(t, "during@h@1@1", o.Instance)
+		}
+	})
+}
