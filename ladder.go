@@ -441,6 +441,18 @@ func (c *config) keeper(db *sql.DB, dialectName, instance string, source Source)
 			slog.String("effect", "the rows are made again, and their next holders issue only above the floor: "+
 				"a holder of a deleted row may still be issuing until its next renewal finds the row gone"))
 	}
+	k.req.RangeChanged = func(from, to string) {
+		name := func(r string) string {
+			if r == "" {
+				return "none"
+			}
+			return r
+		}
+		k.log.LogAttrs(context.Background(), slog.LevelWarn, "entflake: the pool's worker range changed",
+			slog.String("service", c.service), slog.String("from", name(from)), slog.String("to", name(to)),
+			slog.String("effect", "no slot of the pool was live; instances that start on these tables with the old "+
+				"range are refused from now on (see entflake range)"))
+	}
 	return k
 }
 

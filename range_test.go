@@ -60,14 +60,20 @@ func TestWorkerRange(t *testing.T) {
 	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
 		db := b.Fresh(t)
 		seen := map[int64]bool{}
+		sink, logOpt := newSink()
 		for range 3 {
-			g := open(t, db.DB, b.Dialect, WithService("eu"), WithWorkerRange(300, 303), quiet())
+			g := open(t, db.DB, b.Dialect, WithService("eu"), WithWorkerRange(300, 303), logOpt)
 			require.Equal(t, SourceLease, g.Source())
 			require.True(t, g.WorkerID() >= 300 && g.WorkerID() <= 303, "worker id %d", g.WorkerID())
 			require.False(t, seen[g.WorkerID()])
 			seen[g.WorkerID()] = true
 			checkIDs(t, g)
 		}
+		// The first recorded the range (a fresh pool has none): said once.
+		changed := sink.find(slog.LevelWarn, "worker range changed")
+		require.Len(t, changed, 1)
+		assert.Equal(t, "none", changed[0].attrs["from"])
+		assert.Equal(t, "300-303", changed[0].attrs["to"])
 		for _, opts := range [][]Option{{WithWorkerRange(512, 1023)}, {WithWorkerRange(0, 303)}, nil} {
 			sink, logOpt := newSink()
 			g, err := OpenDB(context.Background(), db.DB, b.Dialect, append([]Option{WithService("us"), logOpt}, opts...)...)

@@ -102,6 +102,11 @@ type Request struct {
 	// Deleted): their holders, if they still run, learn of it only at their
 	// next renewal, and an operator should know.
 	Deleted func(Deleted)
+	// RangeChanged, if set, is told when the take moved the pool's
+	// recorded worker range (from, to: "lo-hi", or "" for the whole
+	// layout), which it does only while no slot is live: instances started
+	// later with the old range are refused.
+	RangeChanged func(from, to string)
 }
 
 // Slot is a live lease, as Take got it.

@@ -228,7 +228,7 @@ func (s *session) lockedOnce(ctx context.Context, workerID int64, decide func(ro
 	if err != nil {
 		return Slot{}, false, err
 	}
-	s.deleted = nil
+	s.deleted, s.ranged = nil, nil
 	committed := false
 	defer func() {
 		if !committed {
@@ -373,6 +373,7 @@ func (s *session) lockedOnce(ctx context.Context, workerID int64, decide func(ro
 		}
 		_, floor := parseLayout(m.layoutText)
 		m.layoutText, st.rng, writeSlots, writeLayout = layoutText(s.r.Layout, mine, floor), mine, true, true
+		s.ranged = &rng
 	}
 	wrote := false
 	w, err := s.read(ctx, workerID, nil)
@@ -422,7 +423,10 @@ func (s *session) lockedOnce(ctx context.Context, workerID int64, decide func(ro
 			s.r.Deleted(d)
 		}
 	}
-	s.deleted = nil
+	if s.ranged != nil && s.r.RangeChanged != nil {
+		s.r.RangeChanged(*s.ranged, s.r.rangeText())
+	}
+	s.deleted, s.ranged = nil, nil
 	return slot, took, derr
 }
 
