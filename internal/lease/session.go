@@ -24,15 +24,15 @@ type session struct {
 	restore func(context.Context) error
 	// x runs the session's statements: conn, or the transaction of the
 	// locked take while it runs (locked is then true).
-	x        runner
-	locked   bool
-	pool     pool      // the pool's own rows as the last read found them
-	tidb     bool      // the server is TiDB (from the first read)
-	deleted  []Deleted // rows found deleted by the locked take, told once it commits
+	x       runner
+	locked  bool
+	pool    pool      // the pool's own rows as the last read found them
+	tidb    bool      // the server is TiDB (from the first read)
+	deleted []Deleted // rows found deleted by the locked take, told once it commits
 	// ranged is the pool's range the locked take moved from, told once it
 	// commits (nil: none moved).
-	ranged *string
-	reached  bool      // a slot was read: the database answered this take
+	ranged   *string
+	reached  bool // a slot was read: the database answered this take
 	reseeded bool
 	pending  int64 // a counter value not yet probed, or -1
 	// conflicts counts the claims and inserts the server refused for a
