@@ -69,9 +69,13 @@ func (s *session) conforms(p pool) bool {
 	if s.locked {
 		return true
 	}
-	layout, rng, _ := parseLayoutText(p.layoutText)
+	pt := parsePoolText(p.layoutText)
+	layout, rng := pt.layout, pt.rng
 	st := parseSlots(p.slotsText)
-	return p.hasLayout && p.hasSlots && p.made >= 0 && !p.tidb && layout == s.r.Layout &&
+	// While the pool widens, every take is locked: it checks the rows of
+	// the other layout that share its IDs (crossCheck).
+	return pt.widen == "" && st.widen == "" &&
+		p.hasLayout && p.hasSlots && p.made >= 0 && !p.tidb && layout == s.r.Layout &&
 		st.layout == s.r.Layout && rng == s.r.rangeText() && st.rng == rng &&
 		p.layoutTTL >= ttlCopy(st.ttl) && (s.r.Forever || st.ttl >= s.r.ttlMs())
 }
@@ -82,37 +86,59 @@ func (s *session) conforms(p pool) bool {
 // have, which rows made later start at. The range comes before the floor:
 // an older entflake, which cuts the text at " floor=", then reads a layout
 // that is not its own and that it cannot parse (a lost row, to it: rule 2
-// of statements.go), never a floor of 0.
+// of statements.go), never a floor of 0. While the pool widens (widen.go),
+// " widen=" and the wider layout follow the range, its space written '@'.
 func layoutText(layout, rng string, floor int64) string {
-	if rng != "" {
-		layout += " range=" + rng
+	return poolText{layout: layout, rng: rng, floor: floor}.String()
+}
+
+// poolText is a '__layout__' text taken apart.
+type poolText struct {
+	layout string // the layout and epoch ("0/10/12 2024-01-01T00:00:00.000Z")
+	rng    string // the worker range, "lo-hi"; "" for none
+	widen  string // the layout the pool widens to, "" for none
+	floor  int64
+}
+
+func (p poolText) String() string {
+	t := p.layout
+	if p.rng != "" {
+		t += " range=" + p.rng
 	}
-	if floor <= 0 {
-		return layout
+	if p.widen != "" {
+		t += " widen=" + strings.ReplaceAll(p.widen, " ", "@")
 	}
-	return layout + " floor=" + strconv.FormatInt(floor, 10)
+	if p.floor > 0 {
+		t += " floor=" + strconv.FormatInt(p.floor, 10)
+	}
+	return t
+}
+
+func parsePoolText(t string) poolText {
+	var p poolText
+	layout, f, ok := strings.Cut(t, " floor=")
+	if ok {
+		p.floor, _ = strconv.ParseInt(f, 10, 64)
+	}
+	layout, w, _ := strings.Cut(layout, " widen=")
+	p.widen = strings.ReplaceAll(w, "@", " ")
+	p.layout, p.rng, _ = strings.Cut(layout, " range=")
+	return p
 }
 
 // parseLayout reads a layoutText: the layout, and the floor (0 if none).
 func parseLayout(t string) (layout string, floor int64) {
-	layout, _, floor = parseLayoutText(t)
-	return layout, floor
+	p := parsePoolText(t)
+	return p.layout, p.floor
 }
 
 // parseRange is the worker range a layoutText records ("" for none: the
 // layout's whole range).
-func parseRange(t string) string {
-	_, rng, _ := parseLayoutText(t)
-	return rng
-}
+func parseRange(t string) string { return parsePoolText(t).rng }
 
 func parseLayoutText(t string) (layout, rng string, floor int64) {
-	layout, f, ok := strings.Cut(t, " floor=")
-	if ok {
-		floor, _ = strconv.ParseInt(f, 10, 64)
-	}
-	layout, rng, _ = strings.Cut(layout, " range=")
-	return layout, rng, floor
+	p := parsePoolText(t)
+	return p.layout, p.rng, p.floor
 }
 
 // slots is the '__slots__' row's instance: "ttl=<ms> until=<ms>
@@ -125,9 +151,9 @@ type slots struct {
 	// row's, without its floor), so that a lost '__layout__' row is put
 	// back as it was; "" when none was written.
 	layout string
-	// rng is a copy of the pool's worker range ("" for none), for the
-	// same day.
-	rng string
+	// rng is a copy of the pool's worker range ("" for none), and widen
+	// of the layout it widens to, for the same day.
+	rng, widen string
 }
 
 func (st slots) String() string {
@@ -137,6 +163,9 @@ func (st slots) String() string {
 	}
 	if st.rng != "" {
 		t += " range=" + st.rng
+	}
+	if st.widen != "" {
+		t += " widen=" + strings.ReplaceAll(st.widen, " ", "@")
 	}
 	return t
 }
@@ -153,6 +182,9 @@ func parseSlots(t string) slots {
 			continue
 		case "range":
 			st.rng = v
+			continue
+		case "widen":
+			st.widen = strings.ReplaceAll(v, "@", " ")
 			continue
 		}
 		n, err := strconv.ParseInt(v, 10, 64)
@@ -319,7 +351,12 @@ func (s *session) lockedOnce(ctx context.Context, workerID int64, decide func(ro
 	// the copy is unreadable or names another layout, '__layout__' may
 	// have been edited by hand, and the slot rows decide (poolLayout;
 	// rule 2 of statements.go).
-	layout, rng, _ := parseLayoutText(m.layoutText)
+	pt := parsePoolText(m.layoutText)
+	layout, rng := pt.layout, pt.rng
+	if pt.widen != st.widen {
+		// As for the range: the '__layout__' row says.
+		st.widen, writeSlots = pt.widen, true
+	}
 	if rng != st.rng {
 		// The copy of the range differs: one row was edited, or written
 		// by an entflake without ranges. The '__layout__' row, which
@@ -353,7 +390,9 @@ func (s *session) lockedOnce(ctx context.Context, workerID int64, decide func(ro
 			st.layout, writeSlots = from, true
 		}
 	}
-	if from != s.r.Layout {
+	// A take of the layout the pool widens to is no change of layout
+	// (widen.go): the claim checks the rows it shares IDs with.
+	if from != s.r.Layout && !(pt.widen == s.r.Layout && from == layout) {
 		floor, err := s.changeLayout(ctx, from, st, nowMs)
 		if errors.Is(err, ErrLayout) {
 			return refuse(err)
@@ -361,7 +400,8 @@ func (s *session) lockedOnce(ctx context.Context, workerID int64, decide func(ro
 		if err != nil {
 			return Slot{}, false, err
 		}
-		m.layoutText, st.layout, writeSlots, writeLayout = layoutText(s.r.Layout, rng, floor), s.r.Layout, true, true
+		// A change of layout ends a widening (none of its layouts was live).
+		m.layoutText, st.layout, st.widen, writeSlots, writeLayout = layoutText(s.r.Layout, rng, floor), s.r.Layout, "", true, true
 	}
 	if mine := s.r.rangeText(); rng != mine {
 		err := s.changeRange(ctx, rng)
@@ -371,8 +411,9 @@ func (s *session) lockedOnce(ctx context.Context, workerID int64, decide func(ro
 		if err != nil {
 			return Slot{}, false, err
 		}
-		_, floor := parseLayout(m.layoutText)
-		m.layoutText, st.rng, writeSlots, writeLayout = layoutText(s.r.Layout, mine, floor), mine, true, true
+		p := parsePoolText(m.layoutText)
+		p.rng = mine
+		m.layoutText, st.rng, writeSlots, writeLayout = p.String(), mine, true, true
 		s.ranged = &rng
 	}
 	wrote := false
@@ -401,6 +442,11 @@ func (s *session) lockedOnce(ctx context.Context, workerID int64, decide func(ro
 	}
 	if !w.exists {
 		return Slot{}, false, fmt.Errorf("slot %d has no row after the rows were made", workerID)
+	}
+	if wd, ok := parseWidening(m.layoutText); ok {
+		if err := s.crossCheck(ctx, wd, &w); err != nil {
+			return Slot{}, false, err
+		}
 	}
 	slot, took, derr := decide(w)
 	if derr != nil && (answered(derr) || !errIsAny(derr, ErrFloorAhead, ErrHeld)) {
@@ -560,7 +606,7 @@ func (s *session) restoreLayout(ctx context.Context, st slots, inUse bool) (stri
 			return "", fmt.Errorf("floor the slots never held: %w", err)
 		}
 	}
-	return layoutText(layout, st.rng, floor), nil
+	return poolText{layout: layout, rng: st.rng, widen: st.widen, floor: floor}.String(), nil
 }
 
 // ttlCopy is the longest TTL as the '__layout__' row keeps it, in its

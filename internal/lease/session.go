@@ -124,7 +124,8 @@ func discard(conn *sql.Conn) {
 // missing row is put back once.
 func (s *session) counter(ctx context.Context) (int64, error) {
 	v, err := s.move(ctx, s.q.counter)
-	return s.r.lo() + v, err
+	lo, _ := s.bounds()
+	return lo + v, err
 }
 
 // durableCounter is counter with a durable commit: the lifetime lease
@@ -141,7 +142,8 @@ func (s *session) durableCounter(ctx context.Context) (int64, error) {
 // move moves the counter modulo the size of the request's worker range:
 // its value is an offset in the range.
 func (s *session) move(ctx context.Context, format string) (int64, error) {
-	stmt := fmt.Sprintf(format, s.r.size())
+	lo, hi := s.bounds()
+	stmt := fmt.Sprintf(format, hi-lo+1)
 	for attempt := 0; ; attempt++ {
 		var (
 			v     int64
@@ -253,7 +255,18 @@ type row struct {
 	layout    string
 	nowMs     int64 // the database's clock when read (readSlot only)
 	pool      pool  // the pool's own rows, as read with the slot (readSlot only)
+	// While the pool widens (crossCheck): shared says why the slot may not
+	// be taken (a live slot of the other layout issues its IDs), and cross
+	// is the highest promise of the other layout's rows that share its
+	// IDs, which its floor is above.
+	shared string
+	cross  int64
 }
+
+// floor is the lowest ID time (Unix ms) a take of the slot may issue: one
+// above its promise, and above those of the other layout's rows that
+// share its IDs while the pool widens.
+func (w row) floor() int64 { return max(w.promiseMs, w.cross) + 1 }
 
 // live reports whether the slot was held when read: not expired on the
 // database's clock, and not released (a released slot's expiry is 0).
@@ -319,7 +332,8 @@ func (s *session) claim(ctx context.Context, w row, promise int64, takeover bool
 // candidates lists up to 8 free slots: those whose floor is at most near
 // first, then in counter order from start.
 func (s *session) candidates(ctx context.Context, start, near int64) ([]row, error) {
-	rows, err := s.x.QueryContext(ctx, fmt.Sprintf(s.q.candidates, s.r.size(), start, near, s.r.lo(), s.r.hi()))
+	lo, hi := s.bounds()
+	rows, err := s.x.QueryContext(ctx, fmt.Sprintf(s.q.candidates, hi-lo+1, start, near, lo, hi, s.sharedFilter()))
 	if err != nil {
 		return nil, fmt.Errorf("look for free slots: %w", err)
 	}
@@ -348,14 +362,15 @@ func (s *session) census(ctx context.Context) (live, missing int64, err error) {
 		rows, zero int64
 		gap        sql.NullInt64
 	)
-	err = s.x.QueryRowContext(ctx, fmt.Sprintf(s.q.census, s.r.lo(), s.r.hi())).Scan(&live, &rows, &gap, &zero)
+	lo, hi := s.bounds()
+	err = s.x.QueryRowContext(ctx, fmt.Sprintf(s.q.census, lo, hi)).Scan(&live, &rows, &gap, &zero)
 	switch {
 	case err != nil:
 		return 0, 0, fmt.Errorf("count the slots: %w", err)
-	case rows >= s.r.size():
+	case rows >= hi-lo+1:
 		return live, -1, nil
 	case zero == 0:
-		return live, s.r.lo(), nil
+		return live, lo, nil
 	case gap.Valid:
 		return live, gap.Int64, nil
 	}

@@ -188,9 +188,10 @@ type sqlText struct {
 	// promise the cap refused: it keeps the slot live with its old promise.
 	renewKeep string
 	// candidates: size of the worker range, start, near ms, the range's
-	// first and last worker ids. Up to 8 free slots of the range, those
-	// whose promise is below near first, then in counter order from start,
-	// each with the database's clock.
+	// first and last worker ids, and a condition more (sharedFilter, or
+	// ""). Up to 8 free slots of the range, those whose promise is below
+	// near first, then in counter order from start, each with the
+	// database's clock.
 	candidates string
 	// census: the range's first and last worker ids. Live slots of the
 	// range, its rows, its lowest worker id without a row (NULL if none
@@ -205,6 +206,15 @@ type sqlText struct {
 	// COMMIT not, holds its row, and the look for live slots that follows
 	// waits for it.
 	lockSlots string
+	// crossRows: first and last worker id. The slot rows of a range, with
+	// their expiry, promise, holder and layout and the database's clock,
+	// locked ("FOR UPDATE"; SQLite's locked take holds the write lock):
+	// the rows of the other layout of a widening that share a slot's IDs
+	// (crossCheck in widen.go). Inside the locked take, on MySQL a locking
+	// read reads the latest committed rows, and on PostgreSQL (READ
+	// COMMITTED) it waits for a renewal in flight and reads the row it
+	// committed.
+	crossRows string
 	// liveOutside: the range's first and last worker ids. The live slots
 	// outside the range, as holders reads them (for SetRange).
 	liveOutside string
@@ -312,6 +322,8 @@ const (
 		"%[1]s FROM (SELECT 1 AS one) AS k LEFT JOIN sys_sequence_slot AS s ON s.worker_id >= %%d AND s.worker_id <= %%d"
 	lockOthersFormat = "SELECT worker_id FROM sys_sequence_slot WHERE layout < ? OR layout > ?%[5]s"
 	lockSlotsFormat  = "SELECT worker_id FROM sys_sequence_slot%[5]s"
+	crossRowsFormat  = "SELECT worker_id, expires_ms, promise_ms, instance, layout, %[1]s FROM sys_sequence_slot " +
+		"WHERE worker_id >= %%d AND worker_id <= %%d ORDER BY worker_id%[5]s"
 	liveAnyFormat    = "SELECT worker_id FROM sys_sequence_slot WHERE expires_ms >= %[1]s ORDER BY worker_id LIMIT 1%[5]s"
 	makeRowsFormat   = "INSERT INTO sys_sequence_slot (worker_id, fence, beats, taken_ms, expires_ms, promise_ms, updated_at) VALUES "
 	makeRowFormat    = "(%%d, 0, %[1]s * 1000, 0, 0, %%d, %[2]s)"
@@ -340,7 +352,7 @@ func (q *sqlText) shared(nowMs, ts, greatest, shareLock, forUpdate, conflictNoth
 		q.layoutMaxLocked = layoutMaxFormat + forUpdate // MySQL's (see layoutMax)
 	}
 	q.writeMarker, q.countRows, q.chunkRows = f(writeMarkerFormat), f(countRowsFormat), f(chunkRowsFormat)
-	q.liveAny = f(liveAnyFormat)
+	q.liveAny, q.crossRows = f(liveAnyFormat), f(crossRowsFormat)
 	if forUpdate != "" {
 		q.lockOthers, q.lockSlots = f(lockOthersFormat), f(lockSlotsFormat)
 	}
@@ -382,7 +394,7 @@ const (
 		"LEFT JOIN sys_sequence AS l ON l.service_name = '" + schema.LayoutService + "' " +
 		"LEFT JOIN sys_sequence AS m ON m.service_name = '" + schema.SlotsService + "'"
 	candidatesFormat = "SELECT worker_id, fence, beats, promise_ms, %[1]s FROM sys_sequence_slot " +
-		"WHERE worker_id >= %%[4]d AND worker_id <= %%[5]d AND expires_ms < %[1]s " +
+		"WHERE worker_id >= %%[4]d AND worker_id <= %%[5]d AND expires_ms < %[1]s%%[6]s " +
 		"ORDER BY CASE WHEN promise_ms < %%[3]d THEN 0 ELSE 1 END, (worker_id + %%[1]d - %%[2]d) %%%% %%[1]d LIMIT 8"
 	censusFormat = "SELECT " +
 		"(SELECT COUNT(*) FROM sys_sequence_slot WHERE worker_id >= %%[1]d AND worker_id <= %%[2]d AND expires_ms >= %s), " +

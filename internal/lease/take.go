@@ -107,13 +107,13 @@ func (s *session) try(ctx context.Context, w row, far **row, must bool) (Slot, b
 	if !w.exists || !s.conforms(w.pool) {
 		return s.lockedTake(ctx, w.workerID, func(w row) (Slot, bool, error) { return s.try(ctx, w, far, must) })
 	}
-	if w.live() || slices.Contains(s.r.Avoid, w.workerID) {
+	if w.live() || w.shared != "" || slices.Contains(s.r.Avoid, w.workerID) {
 		return Slot{}, false, nil
 	}
-	ahead := s.r.ahead(w.promiseMs + 1)
-	_, _, capOK := s.promiseFor(w, w.promiseMs+1)
+	ahead := s.r.ahead(w.floor())
+	_, _, capOK := s.promiseFor(w, w.floor())
 	if (ahead > floorSlack || !capOK) && !must {
-		if *far == nil || w.promiseMs < (*far).promiseMs {
+		if *far == nil || w.floor() < (*far).floor() {
 			c := w
 			*far = &c
 		}
@@ -126,7 +126,7 @@ func (s *session) try(ctx context.Context, w row, far **row, must bool) (Slot, b
 }
 
 func (s *session) tryClaim(ctx context.Context, w row, takeover bool) (Slot, bool, error) {
-	floor := w.promiseMs + 1
+	floor := w.floor()
 	promise, capped, ok := s.promiseFor(w, floor)
 	if !ok {
 		// The floor is past the database's clock + TTL (its promise was
@@ -234,7 +234,7 @@ func canWait(ctx context.Context, ahead time.Duration) bool {
 // floorAhead is the error for a slot whose floor the deadline cannot wait
 // for.
 func (s *session) floorAhead(w row) error {
-	return &FloorError{WorkerID: w.workerID, Floor: w.promiseMs + 1, Ahead: s.r.ahead(w.promiseMs + 1)}
+	return &FloorError{WorkerID: w.workerID, Floor: w.floor(), Ahead: s.r.ahead(w.floor())}
 }
 
 // FloorError is ErrFloorAhead for one worker id: its previous holder may
@@ -298,9 +298,16 @@ func (s *session) search(ctx context.Context, start int64, far **row, misses *in
 		*misses++
 		return Slot{}, false, nil
 	}
-	if len(cands) == 0 && live >= s.r.size() {
-		if s.r.rangeText() != "" {
-			return Slot{}, false, fmt.Errorf("%w: %d of %d live in the worker range %d..%d", ErrAllHeld, live, s.r.size(), s.r.lo(), s.r.hi())
+	if len(cands) == 0 && missing < 0 && s.widensTo() {
+		// No free slot of the range but those whose IDs a live slot of the
+		// old layout issues (candidates leaves them out).
+		lo, hi := s.bounds()
+		return Slot{}, false, fmt.Errorf("%w: while the pool widens, every free worker id of %d..%d shares its IDs "+
+			"with a live slot of the old layout (%d live)", ErrAllHeld, lo, hi, live)
+	}
+	if lo, hi := s.bounds(); len(cands) == 0 && live >= hi-lo+1 {
+		if lo != 0 || hi != s.r.Workers-1 {
+			return Slot{}, false, fmt.Errorf("%w: %d of %d live in the worker range %d..%d", ErrAllHeld, live, hi-lo+1, lo, hi)
 		}
 		return Slot{}, false, fmt.Errorf("%w: %d of %d live", ErrAllHeld, live, s.r.Workers)
 	}
@@ -357,7 +364,10 @@ func (s *session) tryExplicit(ctx context.Context, w row) (Slot, bool, error) {
 	if w.live() && (s.r.TakeOver == "" || w.service != s.r.Service || !strings.HasPrefix(w.instance, s.r.TakeOver)) {
 		return Slot{}, false, fmt.Errorf("%w: worker id %d: %s", ErrHeld, w.workerID, s.holder(ctx, w.workerID))
 	}
-	if _, _, capOK := s.promiseFor(w, w.promiseMs+1); !canWait(ctx, s.r.ahead(w.promiseMs+1)) || !capOK {
+	if w.shared != "" {
+		return Slot{}, false, fmt.Errorf("%w: %s", ErrHeld, w.shared)
+	}
+	if _, _, capOK := s.promiseFor(w, w.floor()); !canWait(ctx, s.r.ahead(w.floor())) || !capOK {
 		return Slot{}, false, s.floorAhead(w)
 	}
 	return s.tryClaim(ctx, w, w.live())

@@ -1,0 +1,395 @@
+package lease
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/entflake/entflake/schema"
+)
+
+// Widening the worker field online. With an old layout of W worker bits
+// and S sequence bits and a new one of W+d and S-d (same epoch, same
+// clock-sequence field), new worker v issues exactly the IDs of old worker
+// v>>d whose top d sequence bits are v's low d bits:
+//
+//	v << (S-d)  ==  (v>>d) << S  |  (v & (1<<d - 1)) << (S-d)
+//
+// so the two layouts' IDs can meet only between old worker w and its new
+// workers w<<d .. w<<d + 2^d-1, in the same millisecond. While the pool
+// widens, both layouts lease from the same tables, and the locked take
+// (every take then runs it: conforms) checks the rows of the other layout
+// that share the slot's IDs, holding them locked (crossCheck): a new slot
+// is taken only while its old one is not live, an old slot only while none
+// of its new ones is, and either above the promises of the others.
+//
+// Slot rows are keyed by worker id, and the old layout's rows are
+// 0..2^W-1, so while both are live the new layout takes only worker ids
+// 2^W and up (their old workers are 2^(W-d) .. 2^W-1): its rows never meet
+// the old layout's. Once no old slot is live, FinishWiden changes the
+// pool's layout as a take of the new layout would (changeLayout: every row
+// floored above every ID the old layout can have issued), and the new
+// layout has all its worker ids. CancelWiden goes back while no new slot
+// is live.
+
+// widening is the pool's move from one layout to a wider one.
+type widening struct {
+	from, to             string // layout tags
+	shift                int    // d: the worker bits added
+	oldWorkers, toWorker int64  // 2^W, 2^(W+d)
+}
+
+// parseWidening reads the widening a '__layout__' text records, if any.
+func parseWidening(t string) (widening, bool) {
+	p := parsePoolText(t)
+	if p.widen == "" {
+		return widening{}, false
+	}
+	wd, err := newWidening(p.layout, p.widen)
+	return wd, err == nil
+}
+
+// newWidening checks that to widens from: the same epoch and clock-sequence
+// field, more worker bits, at least one sequence bit left.
+func newWidening(from, to string) (widening, error) {
+	fb, fe, err := splitTag(from)
+	if err != nil {
+		return widening{}, err
+	}
+	tb, te, err := splitTag(to)
+	if err != nil {
+		return widening{}, err
+	}
+	switch {
+	case fe != te:
+		return widening{}, fmt.Errorf("%w: %q has another epoch than the pool's %q: a widening keeps the epoch", ErrLayout, to, from)
+	case tb[0] != fb[0]:
+		return widening{}, fmt.Errorf("%w: %q has another clock-sequence field than the pool's %q: a widening keeps it", ErrLayout, to, from)
+	case tb[1] <= fb[1]:
+		return widening{}, fmt.Errorf("%w: %q has no more worker bits than the pool's %q: only a wider worker field moves online "+
+			"(a narrower one needs every instance of the pool stopped)", ErrLayout, to, from)
+	}
+	return widening{from: from, to: to, shift: tb[1] - fb[1], oldWorkers: 1 << fb[1], toWorker: 1 << tb[1]}, nil
+}
+
+// splitTag reads a layout tag: its three widths, which add up to 22, and
+// its epoch.
+func splitTag(tag string) (bits [3]int, epoch string, err error) {
+	b, e, ok := strings.Cut(tag, " ")
+	f := strings.Split(b, "/")
+	if !ok || len(f) != 3 {
+		return bits, "", fmt.Errorf("layout %q does not read as clockseq/worker/sequence and an epoch", tag)
+	}
+	for i, x := range f {
+		if bits[i], err = strconv.Atoi(x); err != nil || bits[i] < 0 {
+			return bits, "", fmt.Errorf("layout %q does not read as clockseq/worker/sequence and an epoch", tag)
+		}
+	}
+	if bits[0]+bits[1]+bits[2] != 22 || bits[1] < 1 || bits[2] < 1 {
+		return bits, "", fmt.Errorf("layout %q: the widths must add up to 22, with a worker and a sequence bit at least", tag)
+	}
+	if _, ok := layoutEpochMs(tag); !ok {
+		return bits, "", fmt.Errorf("layout %q has no epoch", tag)
+	}
+	return bits, e, nil
+}
+
+// bounds are the worker ids the take may hand out: the request's range,
+// and, while the pool widens to the take's layout, only those from the old
+// layout's first worker id past its own (see the package's note above).
+func (s *session) bounds() (lo, hi int64) {
+	lo, hi = s.r.lo(), s.r.hi()
+	if wd, ok := parseWidening(s.pool.layoutText); ok && wd.to == s.r.Layout {
+		lo = max(lo, wd.oldWorkers)
+	}
+	return lo, hi
+}
+
+// sharedFilter is the condition candidates adds while the pool widens: no
+// slot whose IDs a live slot of the other layout issues (crossCheck, which
+// the claim runs, decides; this only keeps the search from listing them).
+// Every dialect has integer shifts.
+func (s *session) sharedFilter() string {
+	wd, ok := parseWidening(s.pool.layoutText)
+	if !ok {
+		return ""
+	}
+	switch s.r.Layout {
+	case wd.to:
+		return fmt.Sprintf(" AND NOT EXISTS (SELECT 1 FROM sys_sequence_slot AS o WHERE o.worker_id = sys_sequence_slot.worker_id >> %d "+
+			"AND o.expires_ms >= %s)", wd.shift, s.nowMs)
+	case wd.from:
+		// Old worker ids below 2^(W-d) have no new ones live (bounds).
+		return fmt.Sprintf(" AND (sys_sequence_slot.worker_id < %[4]d OR NOT EXISTS (SELECT 1 FROM sys_sequence_slot AS o "+
+			"WHERE o.worker_id >= sys_sequence_slot.worker_id << %[1]d AND o.worker_id <= (sys_sequence_slot.worker_id << %[1]d) + %[2]d "+
+			"AND o.expires_ms >= %[3]s))", wd.shift, 1<<wd.shift-1, s.nowMs, wd.oldWorkers>>wd.shift)
+	}
+	return ""
+}
+
+// widensTo reports whether the pool, as last read, widens to the take's
+// layout.
+func (s *session) widensTo() bool {
+	wd, ok := parseWidening(s.pool.layoutText)
+	return ok && wd.to == s.r.Layout
+}
+
+// crossCheck reads, locked, the slot rows of the other layout of a
+// widening that share slot w's IDs, inside the locked take: it marks w
+// shared when one of them is live (or w is a worker id of the new layout
+// that the old one's rows still occupy), and raises its floor (w.cross)
+// above their promises. Their locks keep them so until the take commits:
+// a renewal of theirs in flight commits first and is seen, and one that
+// comes after finds its slot expired (a renewal never revives an expired
+// slot).
+func (s *session) crossCheck(ctx context.Context, wd widening, w *row) error {
+	var lo, hi int64
+	switch s.r.Layout {
+	case wd.to:
+		if w.workerID < wd.oldWorkers {
+			w.shared = fmt.Sprintf("worker id %d of %q is a row of the old layout's until the pool's widening is finished "+
+				"(entflake widen -finish)", w.workerID, wd.to)
+			return nil
+		}
+		lo = w.workerID >> wd.shift
+		hi = lo
+	case wd.from:
+		lo = w.workerID << wd.shift
+		hi = lo + 1<<wd.shift - 1
+		if lo < wd.oldWorkers {
+			return nil // its new workers wait for the widening's end: no row of theirs is live
+		}
+	default:
+		return nil
+	}
+	rows, err := s.x.QueryContext(ctx, fmt.Sprintf(s.q.crossRows, lo, hi))
+	if err != nil {
+		return fmt.Errorf("read the slots that share worker id %d's IDs: %w", w.workerID, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			id, expires, promise, now int64
+			instance, layout          sql.NullString
+		)
+		if err := rows.Scan(&id, &expires, &promise, &instance, &layout, &now); err != nil {
+			return fmt.Errorf("read the slots that share worker id %d's IDs: %w", w.workerID, err)
+		}
+		w.cross = max(w.cross, promise)
+		if expires >= now && w.shared == "" {
+			w.shared = fmt.Sprintf("worker id %d of %q issues IDs of worker id %d of %q, which is live: instance %q",
+				w.workerID, s.r.Layout, id, layout.String, instance.String)
+		}
+	}
+	return rows.Err()
+}
+
+// Widening is what Widen, FinishWiden and CancelWiden found, and did.
+type Widening struct {
+	// From is the pool's layout and epoch; To the wider one, while the
+	// pool widens ("" when it does not).
+	From, To string
+	// Live counts the live slots of each layout.
+	Live map[string]int
+	// Shared lists the live slots of the old layout whose IDs the new
+	// layout's worker ids share (old worker ids 2^(W-d) and up): the new
+	// layout does not take those while they live.
+	Shared []Holder
+	// NowMs is the database's clock when the slots were read, Unix ms.
+	NowMs int64
+	// Applied reports that the change was committed (false for a dry run).
+	Applied bool
+}
+
+// ErrWidening: a widening cannot start, finish or be cancelled now (the
+// error says why).
+var ErrWidening = errors.New("the pool's widening cannot move")
+
+// Widen starts widening the pool's layout to to ("c/w/s epoch", the
+// pool's epoch and clock-sequence field with more worker bits), or, with
+// apply false, says what that would do. Instances of both layouts then
+// lease from the pool; the old layout's are replaced at their own pace.
+// Starting a widening the pool is already in reports it and changes
+// nothing.
+func Widen(ctx context.Context, db *sql.DB, dialectName, to string, apply bool) (Widening, error) {
+	var out Widening
+	var err error
+	out.Applied, err = operate(ctx, db, dialectName, func(s *session, m markers) (bool, error) {
+		p := parsePoolText(m.layoutText)
+		out.From, out.To = p.layout, to
+		if p.widen != "" && p.widen != to {
+			return false, fmt.Errorf("%w: the pool widens to %q already: finish or cancel that first", ErrWidening, p.widen)
+		}
+		if p.rng != "" {
+			return false, fmt.Errorf("%w: the pool has a worker range (%s), which a widening does not move yet: "+
+				"set it to all first (entflake range -set all)", ErrWidening, p.rng)
+		}
+		wd, err := newWidening(p.layout, to)
+		if err != nil {
+			return false, err
+		}
+		if err := s.widenCensus(ctx, wd, &out); err != nil {
+			return false, err
+		}
+		if !apply || p.widen == to {
+			return false, nil
+		}
+		if out.Live[to] > 0 {
+			// Not one of ours: a take of the wider layout went through a
+			// change of layout, which refuses while the old one lives.
+			return false, fmt.Errorf("%w: slots of %q are live already", ErrWidening, to)
+		}
+		p.widen = to
+		st := parseSlots(m.slotsText)
+		st.widen = to
+		return true, s.writePoolRows(ctx, m.made, st, p.String())
+	})
+	return out, err
+}
+
+// FinishWiden ends the pool's widening: the pool's layout becomes the
+// wider one, with all its worker ids, and the old layout is refused from
+// then on. It refuses while any slot of the old layout is live. Rows are
+// floored as a change of layout floors them (changeLayout).
+func FinishWiden(ctx context.Context, db *sql.DB, dialectName string, apply bool) (Widening, error) {
+	var out Widening
+	var err error
+	out.Applied, err = operate(ctx, db, dialectName, func(s *session, m markers) (bool, error) {
+		p := parsePoolText(m.layoutText)
+		out.From, out.To = p.layout, p.widen
+		wd, ok := parseWidening(m.layoutText)
+		if !ok {
+			return false, fmt.Errorf("%w: the pool (%q) is not widening", ErrWidening, p.layout)
+		}
+		if err := s.widenCensus(ctx, wd, &out); err != nil {
+			return false, err
+		}
+		if n := out.Live[wd.from]; n > 0 {
+			return false, fmt.Errorf("%w: %d slots of the old layout %q are live: replace their instances first", ErrWidening, n, wd.from)
+		}
+		if !apply {
+			return false, nil
+		}
+		// The change a take of the new layout would make: every row of the
+		// old layout floored above its IDs. Its wait for a floor ahead of
+		// the clock is for a starter about to issue; here the rows keep the
+		// floor, and the takes after it wait.
+		s.r.Layout, s.r.Workers, s.r.Now, s.r.Lead = wd.to, wd.toWorker, time.Now, 24*time.Hour
+		st := parseSlots(m.slotsText)
+		floor, err := s.changeLayout(ctx, wd.from, st, m.nowMs)
+		if err != nil {
+			return false, err
+		}
+		st.layout, st.widen = wd.to, ""
+		return true, s.writePoolRows(ctx, m.made, st, layoutText(wd.to, p.rng, max(floor, p.floor)))
+	})
+	return out, err
+}
+
+// CancelWiden ends the pool's widening the other way: the old layout stays
+// the pool's, with all its worker ids, and the wider one is refused (while
+// a slot of it lives, or until it is started again). It refuses while any
+// slot of the wider layout is live.
+func CancelWiden(ctx context.Context, db *sql.DB, dialectName string, apply bool) (Widening, error) {
+	var out Widening
+	var err error
+	out.Applied, err = operate(ctx, db, dialectName, func(s *session, m markers) (bool, error) {
+		p := parsePoolText(m.layoutText)
+		out.From, out.To = p.layout, p.widen
+		wd, ok := parseWidening(m.layoutText)
+		if !ok {
+			return false, fmt.Errorf("%w: the pool (%q) is not widening", ErrWidening, p.layout)
+		}
+		if err := s.widenCensus(ctx, wd, &out); err != nil {
+			return false, err
+		}
+		if n := out.Live[wd.to]; n > 0 {
+			return false, fmt.Errorf("%w: %d slots of the wider layout %q are live: replace their instances first", ErrWidening, n, wd.to)
+		}
+		if !apply {
+			return false, nil
+		}
+		p.widen = ""
+		st := parseSlots(m.slotsText)
+		st.widen = ""
+		return true, s.writePoolRows(ctx, m.made, st, p.String())
+	})
+	return out, err
+}
+
+// widenCensus counts the live slots of each layout, and lists the old
+// layout's live slots that the new one shares IDs with, after locking
+// every slot row (renewals in flight commit first).
+func (s *session) widenCensus(ctx context.Context, wd widening, out *Widening) error {
+	if s.q.lockSlots != "" {
+		if err := s.drain(ctx, s.q.lockSlots); err != nil {
+			return fmt.Errorf("lock the slots: %w", err)
+		}
+	}
+	now, live, err := s.liveOutside(ctx, -1, -1)
+	if err != nil {
+		return err
+	}
+	out.NowMs, out.Live = now, map[string]int{}
+	for _, h := range live {
+		out.Live[h.Layout]++
+		if h.Layout == wd.from && h.WorkerID >= wd.oldWorkers>>wd.shift {
+			out.Shared = append(out.Shared, h)
+		}
+	}
+	return nil
+}
+
+// operate runs f in a transaction that holds the pool's rows as the locked
+// take does (no claim commits meanwhile), and commits when f says so.
+func operate(ctx context.Context, db *sql.DB, dialectName string, f func(*session, markers) (commit bool, err error)) (committed bool, err error) {
+	if err := schema.CheckDialect(dialectName); err != nil {
+		return false, err
+	}
+	q := textFor(dialectName)
+	for _, t := range []string{schema.TableName, schema.SlotTableName} {
+		exists, err := tableExists(ctx, db, q, t)
+		if err != nil {
+			return false, err
+		}
+		if !exists {
+			return false, fmt.Errorf("%w: no %s table", ErrNoPool, t)
+		}
+	}
+	s, err := open(ctx, &Request{DB: db, Dialect: dialectName})
+	if err != nil {
+		return false, err
+	}
+	defer s.close(ctx)
+	if dialectName == "mysql" {
+		var version string
+		if err := s.conn.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
+			return false, fmt.Errorf("read the server's version: %w", err)
+		}
+		s.tidb = strings.Contains(version, "TiDB")
+	}
+	end, err := s.beginLocked(ctx)
+	if err != nil {
+		return false, err
+	}
+	m, err := s.lockMarkers(ctx)
+	if err == nil && (!m.hasLayout || !m.hasSlots || !knownLayout(m.layoutText)) {
+		err = fmt.Errorf("%w (or its '%s' row is lost: the next take puts it back)", ErrNoPool, schema.LayoutService)
+	}
+	commit := false
+	if err == nil {
+		commit, err = f(s, m)
+	}
+	if err != nil || !commit {
+		_ = end(false)
+		return false, err
+	}
+	if err := end(true); err != nil {
+		return false, fmt.Errorf("commit: %w", err)
+	}
+	return true, nil
+}

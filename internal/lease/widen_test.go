@@ -1,0 +1,197 @@
+package lease
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/entflake/entflake/internal/dbtest"
+)
+
+// wideLayout is testLayout with two more worker bits.
+const wideLayout = "0/12/10 2024-01-01T00:00:00.000Z"
+
+// holder is a request of layout l (testLayout or wideLayout), explicit
+// when id >= 0.
+func holder(db *sql.DB, d, instance, layout string, id int64) Request {
+	r := request(db, d, "widen")
+	r.Instance, r.Layout = instance, layout
+	if layout == wideLayout {
+		r.Workers = 4096
+	}
+	if id >= 0 {
+		r.Explicit, r.WorkerID = true, id
+	}
+	return r
+}
+
+func tryTake(r Request) (Slot, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return Take(ctx, r)
+}
+
+func release(t testing.TB, r Request, s Slot, lastMs int64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, Release(ctx, r.Holding(s), lastMs))
+}
+
+// TestWiden: the steps of a widening from 10 to 12 worker bits while
+// holders of both layouts live: a new worker id is refused while its old
+// one lives and taken above its promise once it is free, an old one is
+// refused while one of its new ones lives, the new layout's takes stay off
+// the old layout's rows and shared IDs, and the widening finishes only
+// once no old slot lives, flooring the old rows for the new layout.
+func TestWiden(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		db := b.Fresh(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		_, err := Widen(ctx, db.DB, b.Dialect, wideLayout, false)
+		require.ErrorIs(t, err, ErrNoPool)
+
+		old := map[int64]Request{}
+		oldSlots := map[int64]Slot{}
+		for _, w := range []int64{10, 300, 301} {
+			r := holder(db.DB, b.Dialect, fmt.Sprintf("old%d@h@1@1", w), testLayout, w)
+			old[w], oldSlots[w] = r, take(t, r)
+		}
+		// Without a widening, the wider layout is a change, refused.
+		_, err = tryTake(holder(db.DB, b.Dialect, "early@h@1@1", wideLayout, -1))
+		require.ErrorIs(t, err, ErrLayout)
+
+		for _, bad := range []string{"0/12/10 2025-01-01T00:00:00.000Z", "0/9/13 2024-01-01T00:00:00.000Z", "1/11/10 2024-01-01T00:00:00.000Z",
+			"0/10/12 2024-01-01T00:00:00.000Z"} {
+			_, err := Widen(ctx, db.DB, b.Dialect, bad, true)
+			require.ErrorIs(t, err, ErrLayout, bad)
+		}
+		w, err := Widen(ctx, db.DB, b.Dialect, wideLayout, false)
+		require.NoError(t, err)
+		assert.False(t, w.Applied)
+		assert.Equal(t, map[string]int{testLayout: 3}, w.Live)
+		require.Len(t, w.Shared, 2, "old worker ids 256 and up share IDs with the new layout's")
+		assert.Equal(t, []int64{300, 301}, []int64{w.Shared[0].WorkerID, w.Shared[1].WorkerID})
+		layout, _ := poolTexts(t, db.DB)
+		assert.Equal(t, testLayout, layout, "a dry run changes nothing")
+		w, err = Widen(ctx, db.DB, b.Dialect, wideLayout, true)
+		require.NoError(t, err)
+		assert.True(t, w.Applied)
+		layout, slots := poolTexts(t, db.DB)
+		assert.Equal(t, testLayout+" widen=0/12/10@2024-01-01T00:00:00.000Z", layout)
+		assert.Contains(t, slots, " widen=0/12/10@2024-01-01T00:00:00.000Z")
+
+		// New worker ids under a live old one, or on the old layout's rows.
+		for _, v := range []int64{1200, 1203, 1204} {
+			_, err := tryTake(holder(db.DB, b.Dialect, "new@h@1@1", wideLayout, v))
+			require.ErrorIs(t, err, ErrHeld, "%d", v)
+			assert.Contains(t, err.Error(), fmt.Sprintf("issues IDs of worker id %d of %q, which is live", v>>2, testLayout))
+		}
+		_, err = tryTake(holder(db.DB, b.Dialect, "new@h@1@1", wideLayout, 40))
+		require.ErrorIs(t, err, ErrHeld)
+		assert.Contains(t, err.Error(), "until the pool's widening is finished")
+
+		// 301 stops, having issued up to a millisecond 3 s ahead: a new
+		// worker id under it starts above that.
+		last := time.Now().Add(3 * time.Second).UnixMilli()
+		release(t, old[301], oldSlots[301], last)
+		delete(old, 301)
+		r1205 := holder(db.DB, b.Dialect, "new1205@h@1@1", wideLayout, 1205)
+		ctx2, cancel2 := context.WithTimeout(context.Background(), 2*time.Minute)
+		s1205, err := Take(ctx2, r1205)
+		cancel2()
+		require.NoError(t, err)
+		assert.Equal(t, last+1, s1205.Floor, "above the old slot's promise")
+
+		// The old slot is refused while its new one lives.
+		_, err = tryTake(holder(db.DB, b.Dialect, "old301b@h@1@1", testLayout, 301))
+		require.ErrorIs(t, err, ErrHeld)
+		assert.Contains(t, err.Error(), fmt.Sprintf("issues IDs of worker id 1205 of %q, which is live", wideLayout))
+
+		// Takes of either layout that are not explicit keep off them all.
+		var news []int64
+		for i := range 6 {
+			s := take(t, holder(db.DB, b.Dialect, fmt.Sprintf("n%d@h@1@1", i), wideLayout, -1))
+			news = append(news, s.WorkerID)
+			assert.GreaterOrEqual(t, s.WorkerID, int64(1024))
+			assert.NotEqual(t, int64(300), s.WorkerID>>2)
+			assert.NotEqual(t, int64(1205), s.WorkerID)
+		}
+		for i := range 4 {
+			r := holder(db.DB, b.Dialect, fmt.Sprintf("o%d@h@1@1", i), testLayout, -1)
+			s := take(t, r)
+			old[s.WorkerID], oldSlots[s.WorkerID] = r, s
+			assert.NotContains(t, []int64{10, 300, 301}, s.WorkerID)
+			for _, v := range news {
+				assert.NotEqual(t, v>>2, s.WorkerID)
+			}
+		}
+
+		// Finishing waits for the old layout's instances; cancelling for
+		// the new one's.
+		_, err = FinishWiden(ctx, db.DB, b.Dialect, true)
+		require.ErrorIs(t, err, ErrWidening)
+		assert.Contains(t, err.Error(), fmt.Sprintf("%d slots of the old layout", len(old)))
+		_, err = CancelWiden(ctx, db.DB, b.Dialect, true)
+		require.ErrorIs(t, err, ErrWidening)
+		top := int64(0)
+		for id, r := range old {
+			last := time.Now().UnixMilli() + 3000 + id
+			top = max(top, last)
+			release(t, r, oldSlots[id], last)
+		}
+		w, err = FinishWiden(ctx, db.DB, b.Dialect, false)
+		require.NoError(t, err)
+		assert.False(t, w.Applied)
+		assert.Equal(t, map[string]int{wideLayout: 7}, w.Live)
+		w, err = FinishWiden(ctx, db.DB, b.Dialect, true)
+		require.NoError(t, err)
+		assert.True(t, w.Applied)
+		layout, slots = poolTexts(t, db.DB)
+		assert.Contains(t, layout, wideLayout+" floor=")
+		assert.NotContains(t, slots, "widen=")
+
+		// Now the whole new layout is the pool's, floored above the old
+		// layout's IDs; the old layout is a change, refused.
+		ctx3, cancel3 := context.WithTimeout(context.Background(), 30*time.Second)
+		s40, err := Take(ctx3, holder(db.DB, b.Dialect, "new40@h@1@1", wideLayout, 40))
+		cancel3()
+		require.NoError(t, err)
+		assert.Greater(t, s40.Floor, top, "above every old promise")
+		_, err = tryTake(holder(db.DB, b.Dialect, "late-old@h@1@1", testLayout, -1))
+		require.ErrorIs(t, err, ErrLayout)
+	})
+}
+
+// TestWidenCancel: a widening cancelled before any new instance lived
+// leaves the old layout the pool's, with all its worker ids, and refuses
+// the new one again.
+func TestWidenCancel(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		db := b.Fresh(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		take(t, holder(db.DB, b.Dialect, "a@h@1@1", testLayout, 700))
+		_, err := Widen(ctx, db.DB, b.Dialect, wideLayout, true)
+		require.NoError(t, err)
+		nr := holder(db.DB, b.Dialect, "n@h@1@1", wideLayout, -1)
+		ns := take(t, nr)
+		_, err = CancelWiden(ctx, db.DB, b.Dialect, true)
+		require.ErrorIs(t, err, ErrWidening)
+		release(t, nr, ns, time.Now().UnixMilli())
+		w, err := CancelWiden(ctx, db.DB, b.Dialect, true)
+		require.NoError(t, err)
+		assert.True(t, w.Applied)
+		layout, _ := poolTexts(t, db.DB)
+		assert.Equal(t, testLayout, layout)
+		_, err = tryTake(holder(db.DB, b.Dialect, "n2@h@1@1", wideLayout, -1))
+		require.ErrorIs(t, err, ErrLayout)
+		take(t, holder(db.DB, b.Dialect, "b@h@1@1", testLayout, 701))
+	})
+}
