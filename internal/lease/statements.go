@@ -324,9 +324,9 @@ const (
 	lockSlotsFormat  = "SELECT worker_id FROM sys_sequence_slot%[5]s"
 	crossRowsFormat  = "SELECT worker_id, expires_ms, promise_ms, instance, layout, %[1]s FROM sys_sequence_slot " +
 		"WHERE worker_id >= %%d AND worker_id <= %%d ORDER BY worker_id%[5]s"
-	liveAnyFormat    = "SELECT worker_id FROM sys_sequence_slot WHERE expires_ms >= %[1]s ORDER BY worker_id LIMIT 1%[5]s"
-	makeRowsFormat   = "INSERT INTO sys_sequence_slot (worker_id, fence, beats, taken_ms, expires_ms, promise_ms, updated_at) VALUES "
-	makeRowFormat    = "(%%d, 0, %[1]s * 1000, 0, 0, %%d, %[2]s)"
+	liveAnyFormat  = "SELECT worker_id FROM sys_sequence_slot WHERE expires_ms >= %[1]s ORDER BY worker_id LIMIT 1%[5]s"
+	makeRowsFormat = "INSERT INTO sys_sequence_slot (worker_id, fence, beats, taken_ms, expires_ms, promise_ms, updated_at) VALUES "
+	makeRowFormat  = "(%%d, 0, %[1]s * 1000, 0, 0, %%d, %[2]s)"
 )
 
 // seedMarkersFormat is seedMarkers without its conflict clause (%[3]s)
