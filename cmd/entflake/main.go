@@ -41,6 +41,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -72,6 +73,7 @@ commands:
   decode   [-epoch T] [-layout C/W/S] [-json] [ID...]   take IDs apart (IDs from stdin when none given)
   holders  -dialect D -dsn DSN [-all] [-json]          show who holds which worker id
   range    -dialect D -dsn DSN [-set LO-HI|all [-apply]]  show or change the pool's worker range
+  widen    -dialect D -dsn DSN [-to C/W/S|-finish|-cancel [-apply]]  widen the worker field online
   ddl      -dialect D                                  print the DDL of entflake's tables
 
 dialects: mysql (MySQL, MariaDB), postgres, sqlite3
@@ -94,6 +96,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = holders(rest, stdout, stderr)
 	case "range":
 		err = workerRange(rest, stdout, stderr)
+	case "widen":
+		err = widen(rest, stdout, stderr)
 	case "ddl":
 		err = ddl(rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
@@ -513,6 +517,114 @@ func workerRange(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", h.WorkerID, dash(h.Service), dash(h.Instance), expiresIn(h, c.NowMs), dash(h.Layout))
 	}
 	return tw.Flush()
+}
+
+// ---- widen
+
+func widen(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("entflake widen", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	d := fs.String("dialect", "", "mysql (MySQL, MariaDB), postgres or sqlite3")
+	dsn := fs.String("dsn", "", "the database: a go-sql-driver/mysql DSN, a pgx URL, or a SQLite file")
+	to := fs.String("to", "", "start widening to this layout, clock-sequence/worker/sequence bits (0/12/10)")
+	finish := fs.Bool("finish", false, "finish the widening: the wider layout becomes the pool's (once no old instance is live)")
+	cancelW := fs.Bool("cancel", false, "cancel the widening: the old layout stays the pool's (while no new instance is live)")
+	apply := fs.Bool("apply", false, "make the change (without it, a dry run says what it would do)")
+	timeout := fs.Duration("timeout", 10*time.Second, "bound on connecting, the pool's locks, and the change")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected arguments %q", fs.Args())
+	}
+	if err := dialectFlag(*d); err != nil {
+		return err
+	}
+	if *dsn == "" {
+		return usagef("-dsn is required")
+	}
+	if *timeout <= 0 {
+		return usagef("-timeout %v: must be positive", *timeout)
+	}
+	steps := 0
+	for _, b := range []bool{*to != "", *finish, *cancelW} {
+		if b {
+			steps++
+		}
+	}
+	if steps > 1 {
+		return usagef("-to, -finish and -cancel are steps of their own: give one")
+	}
+	if *apply && steps == 0 {
+		return usagef("-apply needs -to, -finish or -cancel")
+	}
+	var layout entflake.Layout
+	if *to != "" {
+		var err error
+		if layout, err = parseLayout(*to); err != nil {
+			return usagef("-to: %w", err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	db, err := open(ctx, *d, *dsn)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	var (
+		w    entflake.Widening
+		done string
+	)
+	switch {
+	case *to != "":
+		w, err = entflake.StartWidening(ctx, db, *d, layout, *apply)
+		done = "widening started"
+	case *finish:
+		w, err = entflake.FinishWidening(ctx, db, *d, *apply)
+		done = "widening finished: the pool's layout is " + w.To + "; the old layout is refused from now on"
+	case *cancelW:
+		w, err = entflake.CancelWidening(ctx, db, *d, *apply)
+		done = "widening cancelled: the pool's layout stays " + w.From
+	default:
+		w, err = entflake.WideningStatus(ctx, db, *d)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "pool layout: %s\n", w.From)
+	if w.To != "" {
+		fmt.Fprintf(stdout, "widening to: %s\n", w.To)
+	} else {
+		fmt.Fprintln(stdout, "not widening")
+	}
+	layouts := make([]string, 0, len(w.Live))
+	for l := range w.Live {
+		layouts = append(layouts, l)
+	}
+	sort.Strings(layouts)
+	if len(layouts) == 0 {
+		fmt.Fprintln(stdout, "live slots: none")
+	}
+	for _, l := range layouts {
+		fmt.Fprintf(stdout, "live slots of %s: %d\n", l, w.Live[l])
+	}
+	if w.To != "" && len(w.Shared) > 0 {
+		ids := make([]string, len(w.Shared))
+		for i, id := range w.Shared {
+			ids[i] = strconv.FormatInt(id, 10)
+		}
+		fmt.Fprintf(stdout, "old worker ids live whose IDs the new layout shares (their new worker ids wait for them): %s\n",
+			strings.Join(ids, ", "))
+	}
+	switch {
+	case steps == 0:
+	case w.Applied:
+		fmt.Fprintln(stdout, done)
+	default:
+		fmt.Fprintln(stdout, "dry run: -apply makes the change")
+	}
+	return nil
 }
 
 // idsUpTo shows how far a slot's IDs went: its promise as a time, or

@@ -209,8 +209,9 @@ type Widening struct {
 // error says why).
 var ErrWidening = errors.New("the pool's widening cannot move")
 
-// Widen starts widening the pool's layout to to ("c/w/s epoch", the
-// pool's epoch and clock-sequence field with more worker bits), or, with
+// Widen starts widening the pool's layout to to ("c/w/s epoch", or
+// "c/w/s" for the pool's epoch: the pool's epoch and clock-sequence field
+// with more worker bits), or, with
 // apply false, says what that would do. Instances of both layouts then
 // lease from the pool; the old layout's are replaced at their own pace.
 // Starting a widening the pool is already in reports it and changes
@@ -220,6 +221,11 @@ func Widen(ctx context.Context, db *sql.DB, dialectName, to string, apply bool) 
 	var err error
 	out.Applied, err = operate(ctx, db, dialectName, func(s *session, m markers) (bool, error) {
 		p := parsePoolText(m.layoutText)
+		if !strings.Contains(to, " ") {
+			// Widths alone: the pool's epoch.
+			_, epoch, _ := strings.Cut(p.layout, " ")
+			to += " " + epoch
+		}
 		out.From, out.To = p.layout, to
 		if p.widen != "" && p.widen != to {
 			return false, fmt.Errorf("%w: the pool widens to %q already: finish or cancel that first", ErrWidening, p.widen)
@@ -317,6 +323,22 @@ func CancelWiden(ctx context.Context, db *sql.DB, dialectName string, apply bool
 		st := parseSlots(m.slotsText)
 		st.widen = ""
 		return true, s.writePoolRows(ctx, m.made, st, p.String())
+	})
+	return out, err
+}
+
+// WidenStatus reports the pool's widening, if any, and its live slots; it
+// changes nothing.
+func WidenStatus(ctx context.Context, db *sql.DB, dialectName string) (Widening, error) {
+	var out Widening
+	_, err := operate(ctx, db, dialectName, func(s *session, m markers) (bool, error) {
+		p := parsePoolText(m.layoutText)
+		out.From, out.To = p.layout, p.widen
+		wd, ok := parseWidening(m.layoutText)
+		if !ok {
+			wd = widening{from: p.layout, oldWorkers: 1 << 22} // no old worker id is shared
+		}
+		return false, s.widenCensus(ctx, wd, &out)
 	})
 	return out, err
 }
