@@ -192,4 +192,3 @@ func checkWidenedIDs(t *testing.T, all []*fleetMember) {
 func (l Layout) tag() string {
 	return fmt.Sprintf("%d/%d/%d %s", l.ClockSeqBits, l.WorkerBits, l.SequenceBits, DefaultEpoch.UTC().Format(millisUTC))
 }
-
