@@ -423,3 +423,56 @@ func TestRange(t *testing.T) {
 		assert.Empty(t, out)
 	}
 }
+
+// TestWiden: widen shows the pool's state, a dry run of each step changes
+// nothing, -to starts the widening (a generator of the wider layout then
+// opens beside the old one), -finish is refused while the old layout
+// lives and finishes once it does not, and bad input is a usage error.
+func TestWiden(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		db := b.Fresh(t)
+		old := openGen(t, b, db, nil)
+		code, out, errs := cli("", "widen", "-dialect", b.Dialect, "-dsn", db.DSN)
+		require.Equal(t, 0, code, errs)
+		assert.Equal(t, "pool layout: 0/10/12 2024-01-01T00:00:00.000Z\nnot widening\n"+
+			"live slots of 0/10/12 2024-01-01T00:00:00.000Z: 1\n", out)
+
+		code, out, errs = cli("", "widen", "-dialect", b.Dialect, "-dsn", db.DSN, "-to", "0/12/10")
+		require.Equal(t, 0, code, errs)
+		assert.Contains(t, out, "widening to: 0/12/10 2024-01-01T00:00:00.000Z\n")
+		assert.Contains(t, out, "dry run: -apply makes the change\n")
+		code, out, _ = cli("", "widen", "-dialect", b.Dialect, "-dsn", db.DSN)
+		assert.Equal(t, 0, code)
+		assert.Contains(t, out, "not widening", "the dry run changed nothing")
+
+		code, out, errs = cli("", "widen", "-dialect", b.Dialect, "-dsn", db.DSN, "-to", "0/12/10", "-apply")
+		require.Equal(t, 0, code, errs)
+		assert.Contains(t, out, "widening started\n")
+		wideGen := openGen(t, b, db, nil, entflake.WithLayout(entflake.Layout{WorkerBits: 12, SequenceBits: 10}))
+		assert.GreaterOrEqual(t, wideGen.WorkerID(), int64(1024))
+
+		code, _, errs = cli("", "widen", "-dialect", b.Dialect, "-dsn", db.DSN, "-finish", "-apply")
+		assert.Equal(t, 1, code)
+		assert.Contains(t, errs, "1 slots of the old layout \"0/10/12 2024-01-01T00:00:00.000Z\" are live")
+		require.NoError(t, old.Close())
+		code, out, errs = cli("", "widen", "-dialect", b.Dialect, "-dsn", db.DSN, "-finish", "-apply")
+		require.Equal(t, 0, code, errs)
+		assert.Contains(t, out, "widening finished: the pool's layout is 0/12/10 2024-01-01T00:00:00.000Z")
+		code, out, _ = cli("", "widen", "-dialect", b.Dialect, "-dsn", db.DSN)
+		assert.Equal(t, 0, code)
+		assert.Contains(t, out, "pool layout: 0/12/10 2024-01-01T00:00:00.000Z\nnot widening\n")
+	})
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-to", "0/12"}, "-to:"},
+		{[]string{"-to", "0/12/10", "-finish"}, "give one"},
+		{[]string{"-apply"}, "-apply needs -to, -finish or -cancel"},
+	} {
+		code, out, errs := cli("", append([]string{"widen", "-dialect", dialect.SQLite, "-dsn", "x.db"}, c.args...)...)
+		assert.Equal(t, 2, code, "%q", c.args)
+		assert.Contains(t, errs, c.want, "%q", c.args)
+		assert.Empty(t, out)
+	}
+}
