@@ -393,7 +393,7 @@ func (s *session) lockedOnce(ctx context.Context, workerID int64, decide func(ro
 	// A take of the layout the pool widens to is no change of layout
 	// (widen.go): the claim checks the rows it shares IDs with.
 	if from != s.r.Layout && !(pt.widen == s.r.Layout && from == layout) {
-		floor, err := s.changeLayout(ctx, from, st, nowMs)
+		floor, _, err := s.changeLayout(ctx, from, st, nowMs)
 		if errors.Is(err, ErrLayout) {
 			return refuse(err)
 		}
@@ -816,7 +816,12 @@ func (s *session) lockMarkers(ctx context.Context) (markers, error) {
 // (or, lost, was put back as: restoreLayout), and when it disagrees with
 // the rows, what it knew of the floor may be gone, and the table's
 // promises are what survives of it (rule 2 of statements.go).
-func (s *session) changeLayout(ctx context.Context, old string, st slots, nowMs int64) (int64, error) {
+//
+// above is the floor the old layouts' rows took (0 if none): one above
+// every ID the old layouts can have issued, which is all a row of the new
+// layout must start above when the '__layout__' row is known and its copy
+// agrees (a widening's finish, widen.go).
+func (s *session) changeLayout(ctx context.Context, old string, st slots, nowMs int64) (floor, above int64, err error) {
 	// Lock every row of another layout, live or not: a renewal of one that
 	// is in flight (its UPDATE done, its COMMIT not) holds the row, and a
 	// read that judged the row by its expiry would not wait for it
@@ -825,32 +830,36 @@ func (s *session) changeLayout(ctx context.Context, old string, st slots, nowMs 
 	// theirs can commit before this transaction does, and the look for
 	// live ones below sees the last that did.
 	if err := s.lockOthers(ctx); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	var (
 		other  int64
 		layout sql.NullString
 	)
-	err := s.x.QueryRowContext(ctx, s.q.liveOther, s.r.Layout, s.r.Layout).Scan(&other, &layout)
+	err = s.x.QueryRowContext(ctx, s.q.liveOther, s.r.Layout, s.r.Layout).Scan(&other, &layout)
 	switch {
 	case err == nil:
-		return 0, fmt.Errorf("%w: ours is %q, and %s; services that share the tables must share the layout and epoch",
-			ErrLayout, s.r.Layout, s.holder(ctx, other))
+		hint := ""
+		if _, werr := newWidening(layout.String, s.r.Layout); werr == nil {
+			hint = fmt.Sprintf(" (a wider worker field moves online: entflake widen -to %s)", strings.Fields(s.r.Layout)[0])
+		}
+		return 0, 0, fmt.Errorf("%w: ours is %q, and %s; services that share the tables must share the layout and epoch%s",
+			ErrLayout, s.r.Layout, s.holder(ctx, other), hint)
 	case !errors.Is(err, sql.ErrNoRows):
-		return 0, fmt.Errorf("look for live slots of another layout: %w", err)
+		return 0, 0, fmt.Errorf("look for live slots of another layout: %w", err)
 	}
 	groups, err := s.layoutGroups(ctx)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if st.until > nowMs {
-		return 0, fmt.Errorf("%w: ours is %q; slot rows were found deleted, and their holders may be live until %s: "+
+		return 0, 0, fmt.Errorf("%w: ours is %q; slot rows were found deleted, and their holders may be live until %s: "+
 			"the pool's layout (%q) cannot change before then", ErrLayout, s.r.Layout,
 			time.UnixMilli(st.until).UTC().Format(time.RFC3339Nano), old)
 	}
 	mine, ok := layoutEpochMs(s.r.Layout)
 	if !ok {
-		return 0, fmt.Errorf("layout %q has no epoch", s.r.Layout)
+		return 0, 0, fmt.Errorf("layout %q has no epoch", s.r.Layout)
 	}
 	// A layout that cannot be read is taken to have the old layout's epoch
 	// (or, without one, this take's).
@@ -882,24 +891,25 @@ func (s *session) changeLayout(ctx context.Context, old string, st slots, nowMs 
 		// again, issued (in the old layout) up to until at most.
 		top = max(top, st.until-oldEpoch)
 	}
-	floor := int64(0)
+	floor = 0
 	if top >= 0 {
 		floor = top + mine + 1
 	}
 	if ahead := s.r.ahead(floor); floor > 0 && ahead > remaining(ctx, 0) {
-		return 0, fmt.Errorf("%w: ours is %q, and the pool's IDs (last layout %q) reach the time field of %s in our epoch, "+
+		return 0, 0, fmt.Errorf("%w: ours is %q, and the pool's IDs (last layout %q) reach the time field of %s in our epoch, "+
 			"%v ahead of this clock: IDs of ours would repeat them; keep the epoch, or wait until then",
 			ErrLayout, s.r.Layout, old, time.UnixMilli(floor).UTC().Format(time.RFC3339Nano), ahead.Round(time.Millisecond))
 	}
 	below := max(floor-1, 0)
 	l := s.r.Layout
 	if _, err := s.x.ExecContext(ctx, s.q.convert, l, l, below, below, l, l, l, l, l, below); err != nil {
-		return 0, fmt.Errorf("move the slots to the new layout: %w", err)
+		return 0, 0, fmt.Errorf("move the slots to the new layout: %w", err)
 	}
+	above = floor
 	if all >= 0 {
 		floor = max(floor, all+mine+1)
 	}
-	return floor, nil
+	return floor, above, nil
 }
 
 // changeRange moves the pool's worker range from old (the '__layout__'

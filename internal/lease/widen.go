@@ -286,12 +286,16 @@ func FinishWiden(ctx context.Context, db *sql.DB, dialectName string, apply bool
 		// floor, and the takes after it wait.
 		s.r.Layout, s.r.Workers, s.r.Now, s.r.Lead = wd.to, wd.toWorker, time.Now, 24*time.Hour
 		st := parseSlots(m.slotsText)
-		floor, err := s.changeLayout(ctx, wd.from, st, m.nowMs)
+		// Rows of the new layout made later start above every ID of the
+		// old one (its rows' floor), not above the new layout's live
+		// promises, which only their own rows carry: the '__layout__' row
+		// is known, so no floor of it was lost (operate).
+		_, above, err := s.changeLayout(ctx, wd.from, st, m.nowMs)
 		if err != nil {
 			return false, err
 		}
 		st.layout, st.widen = wd.to, ""
-		return true, s.writePoolRows(ctx, m.made, st, layoutText(wd.to, p.rng, max(floor, p.floor)))
+		return true, s.writePoolRows(ctx, m.made, st, layoutText(wd.to, p.rng, max(above, p.floor)))
 	})
 	return out, err
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -66,6 +68,7 @@ func TestWiden(t *testing.T) {
 		// Without a widening, the wider layout is a change, refused.
 		_, err = tryTake(holder(db.DB, b.Dialect, "early@h@1@1", wideLayout, -1))
 		require.ErrorIs(t, err, ErrLayout)
+		assert.Contains(t, err.Error(), "(a wider worker field moves online: entflake widen -to 0/12/10)")
 
 		for _, bad := range []string{"0/12/10 2025-01-01T00:00:00.000Z", "0/9/13 2024-01-01T00:00:00.000Z", "1/11/10 2024-01-01T00:00:00.000Z",
 			"0/10/12 2024-01-01T00:00:00.000Z"} {
@@ -193,5 +196,75 @@ func TestWidenCancel(t *testing.T) {
 		_, err = tryTake(holder(db.DB, b.Dialect, "n2@h@1@1", wideLayout, -1))
 		require.ErrorIs(t, err, ErrLayout)
 		take(t, holder(db.DB, b.Dialect, "b@h@1@1", testLayout, 701))
+	})
+}
+
+// TestWidenTo4096: a pool widened online from 10 to 12 worker bits holds
+// 4,096 live holders once the widening is finished, all distinct, and the
+// next take finds every worker id held.
+func TestWidenTo4096(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		if dbtest.TiDB(t) {
+			// Every take there is the locked take, one at a time on the
+			// pool's rows: 4,096 of them take four minutes. The issue asks
+			// 4,096 of MariaDB and PostgreSQL; TestWiden and TestWidenFleet
+			// run on TiDB.
+			t.Skip("TiDB: 4,096 takes one at a time take minutes; TestWiden and TestWidenFleet cover TiDB")
+		}
+		db := b.Fresh(t)
+		db.SetMaxOpenConns(16)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		long := func(r Request) Request { r.TTL = 20 * time.Minute; return r }
+		var olds []Request
+		var oldSlots []Slot
+		for i := range 8 {
+			r := long(holder(db.DB, b.Dialect, fmt.Sprintf("old%d@h@1@1", i), testLayout, int64(i*130)))
+			olds, oldSlots = append(olds, r), append(oldSlots, take(t, r))
+		}
+		_, err := Widen(ctx, db.DB, b.Dialect, "0/12/10", true)
+		require.NoError(t, err)
+		held := map[int64]bool{}
+		for i := range 8 {
+			s := take(t, long(holder(db.DB, b.Dialect, fmt.Sprintf("early%d@h@1@1", i), wideLayout, -1)))
+			held[s.WorkerID] = true
+		}
+		for i, r := range olds {
+			release(t, r, oldSlots[i], time.Now().UnixMilli())
+		}
+		_, err = FinishWiden(ctx, db.DB, b.Dialect, true)
+		require.NoError(t, err)
+
+		var (
+			mu   sync.Mutex
+			errs []error
+			wg   sync.WaitGroup
+			next atomic.Int64
+		)
+		for range 8 {
+			wg.Go(func() {
+				for n := next.Add(1); n <= 4096-8; n = next.Add(1) {
+					s, err := Take(ctx, long(holder(db.DB, b.Dialect, fmt.Sprintf("fill%d@h@1@1", n), wideLayout, -1)))
+					mu.Lock()
+					if err != nil {
+						errs = append(errs, err)
+					} else {
+						if held[s.WorkerID] {
+							errs = append(errs, fmt.Errorf("worker id %d taken twice", s.WorkerID))
+						}
+						held[s.WorkerID] = true
+					}
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		require.Empty(t, errs)
+		require.Len(t, held, 4096)
+		for id := range held {
+			require.True(t, id >= 0 && id < 4096, "%d", id)
+		}
+		_, err = tryTake(long(holder(db.DB, b.Dialect, "one-more@h@1@1", wideLayout, -1)))
+		require.ErrorIs(t, err, ErrAllHeld)
 	})
 }
