@@ -15,6 +15,7 @@ import (
 
 	"github.com/entflake/entflake/chaos/internal/wire"
 	"github.com/entflake/entflake/internal/dbtest"
+	"github.com/entflake/entflake/internal/lease"
 	"github.com/entflake/entflake/schema"
 )
 
@@ -95,7 +96,8 @@ var phases = []string{"before", "answer"}
 // actions are what another actor does while X's statement is held (see
 // cell.act).
 var actions = []string{"none", "take", "renew", "release", "delete-row", "delete-rows", "delete-layout", "edit-layout",
-	"delete-slots", "edit-slots", "delete-row-layout", "forge-layout", "widen", "narrow", "epoch", "ttl", "clock-step"}
+	"delete-slots", "edit-slots", "delete-row-layout", "forge-layout", "widen", "narrow", "epoch", "ttl", "clock-step",
+	"widen-online"}
 
 // ciCells are the cells CI runs on each database: the cells that found
 // issue 22's holes on the code before its fixes (the first six; the
@@ -110,6 +112,11 @@ var ciCells = []string{
 	"write-marker/answer×narrow", "renew/before×delete-row", "release/answer×epoch", "claim/answer×ttl",
 	"lookup/before×clock-step", "renew/answer×none", "lookup-unmade/before×edit-slots",
 	"lookup-old/before×delete-row-layout", "lookup-unmade/answer×forge-layout",
+	// Issue 25's online widening: X's claim, renewal and first read held
+	// while the operator starts a widening, a starter of the wider layout
+	// takes a worker id whose IDs are X's (or G's), and the operator tries
+	// to finish.
+	"claim/before×widen-online", "renew/answer×widen-online", "lookup-old/answer×widen-online",
 }
 
 var (
@@ -557,6 +564,26 @@ func (c *cell) act() {
 		c.openWait(o, "W", c.spec("wide", layoutWide, 2*w+c.rng.Int64N(2)), 4*time.Second)
 	case "narrow":
 		c.openWait(o, "N", c.spec("narrow", layoutOld, w/2), 4*time.Second)
+	case "widen-online":
+		// The operator starts widening the pool online by one worker bit;
+		// a starter of the wider layout takes a worker id whose IDs are
+		// X's (2w or 2w+1, on a pool of X's layout), or, on a pool X has
+		// not moved to its layout yet, G's (w's sibling: X's w is itself
+		// the wider layout's there); then the operator tries to finish,
+		// which stands only once no slot of the old layout lives.
+		var text sql.NullString
+		_ = c.r.db.QueryRow("SELECT instance FROM sys_sequence WHERE service_name = '" + schema.LayoutService + "'").Scan(&text)
+		to, v := layoutWide, 2*w+c.rng.Int64N(2)
+		if strings.HasPrefix(text.String, layoutOld.String()+" ") {
+			to, v = layoutNew, w^1
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err := lease.Widen(ctx, c.r.db.DB, c.r.b.Dialect, to.String(), true)
+		c.note("widening to %s: %v", to, err)
+		c.openWait(o, "W", c.spec("wide", to, v), 4*time.Second)
+		_, err = lease.FinishWiden(ctx, c.r.db.DB, c.r.b.Dialect, true)
+		c.note("finish: %v", err)
 	case "epoch":
 		s := c.spec("epoch", layoutNew, c.mate())
 		shift := between(c.rng, 500*time.Millisecond, 3*time.Second)

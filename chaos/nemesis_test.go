@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/entflake/entflake"
 	"github.com/entflake/entflake/chaos/internal/wire"
+	"github.com/entflake/entflake/internal/lease"
 )
 
 // fleet is a random round's processes: services that lease, one fixed
@@ -126,6 +128,7 @@ var menu = []faultKind{
 	{"pod-twin", 3, false},      // the fixed id opened by the process with the same POD_NAME
 	{"layout-mix", 2, false},    // a starter with another layout
 	{"epoch-mix", 2, false},     // a starter with another epoch
+	{"widen-online", 2, false},  // an online widening started, a starter of the wider layout, the widening cancelled
 	{"episode", 3, false},       // a named scenario
 	// Issue 22's: a statement held, the pool's own rows deleted or made
 	// unreadable, a VM's suspension.
@@ -459,6 +462,42 @@ func (f *fleet) apply(kind string, p *proc, rng *rand.Rand, until time.Time) (bo
 			s.Policy = "clamp"
 		}
 		return f.visit(p, s, rng)
+	case "widen-online":
+		// The operator widens the pool online by one worker bit while the
+		// fleet runs; a visitor of the wider layout leases beside the
+		// fleet (never under a live fleet worker id's IDs), issues, and
+		// closes; then the widening is cancelled, which stands once no
+		// slot of the wider layout lives (a visitor killed keeps its slot
+		// live until its TTL), and the fleet's layout stays the pool's.
+		to := layout{r.lay.CS, r.lay.W + 1, r.lay.S - 1}
+		if to.S < 1 {
+			return false, "no sequence bit to spare"
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := lease.Widen(ctx, r.db.DB, d, to.String(), true); err != nil {
+			return false, "widen: " + err.Error()
+		}
+		s := r.drawSpec(rng, "wide", -1)
+		s.ClockSeqBits, s.WorkerBits, s.SequenceBits = to.CS, to.W, to.S
+		if s.Policy == "bump" {
+			s.Policy = "clamp"
+		}
+		applied, why := f.visit(p, s, rng)
+		var err error
+		for end := time.Now().Add(30 * time.Second); ; {
+			cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_, err = lease.CancelWiden(cctx, r.db.DB, d, true)
+			ccancel()
+			if err == nil || time.Now().After(end) {
+				break
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		if err != nil {
+			return applied, "the widening stays (not cancelled: " + err.Error() + ")"
+		}
+		return applied, why
 	case "epoch-mix":
 		s := r.drawSpec(rng, "epoch", -1)
 		base := r.epoch
