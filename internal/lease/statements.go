@@ -215,6 +215,13 @@ type sqlText struct {
 	// COMMITTED) it waits for a renewal in flight and reads the row it
 	// committed.
 	crossRows string
+	// raiseBelow: a worker id (three times). Raises the promise of every
+	// row below it to the highest promise of the rows from it up, moving
+	// their beats (no claim read before matches): a widening cancelled
+	// (widen.go). The highest promise is read in a derived table, which
+	// MySQL materialises before the update (it refuses a subquery on the
+	// table an UPDATE writes, error 1093, but not on a derived one).
+	raiseBelow string
 	// liveOutside: the range's first and last worker ids. The live slots
 	// outside the range, as holders reads them (for SetRange).
 	liveOutside string
@@ -322,6 +329,9 @@ const (
 		"%[1]s FROM (SELECT 1 AS one) AS k LEFT JOIN sys_sequence_slot AS s ON s.worker_id >= %%d AND s.worker_id <= %%d"
 	lockOthersFormat = "SELECT worker_id FROM sys_sequence_slot WHERE layout < ? OR layout > ?%[5]s"
 	lockSlotsFormat  = "SELECT worker_id FROM sys_sequence_slot%[5]s"
+	raiseBelowFormat = "UPDATE sys_sequence_slot SET promise_ms = (SELECT m FROM (SELECT MAX(promise_ms) AS m FROM sys_sequence_slot " +
+		"WHERE worker_id >= %%d) AS t), beats = beats + 1, updated_at = %[2]s WHERE worker_id < %%d AND promise_ms < " +
+		"(SELECT m FROM (SELECT MAX(promise_ms) AS m FROM sys_sequence_slot WHERE worker_id >= %%d) AS t2)"
 	crossRowsFormat  = "SELECT worker_id, expires_ms, promise_ms, instance, layout, %[1]s FROM sys_sequence_slot " +
 		"WHERE worker_id >= %%d AND worker_id <= %%d ORDER BY worker_id%[5]s"
 	liveAnyFormat  = "SELECT worker_id FROM sys_sequence_slot WHERE expires_ms >= %[1]s ORDER BY worker_id LIMIT 1%[5]s"
@@ -352,7 +362,7 @@ func (q *sqlText) shared(nowMs, ts, greatest, shareLock, forUpdate, conflictNoth
 		q.layoutMaxLocked = layoutMaxFormat + forUpdate // MySQL's (see layoutMax)
 	}
 	q.writeMarker, q.countRows, q.chunkRows = f(writeMarkerFormat), f(countRowsFormat), f(chunkRowsFormat)
-	q.liveAny, q.crossRows = f(liveAnyFormat), f(crossRowsFormat)
+	q.liveAny, q.crossRows, q.raiseBelow = f(liveAnyFormat), f(crossRowsFormat), f(raiseBelowFormat)
 	if forUpdate != "" {
 		q.lockOthers, q.lockSlots = f(lockOthersFormat), f(lockSlotsFormat)
 	}

@@ -323,6 +323,14 @@ func CancelWiden(ctx context.Context, db *sql.DB, dialectName string, apply bool
 		if !apply {
 			return false, nil
 		}
+		// The new layout's holders issued IDs of the old worker ids they
+		// were under, and after the cancel an old worker id's take no
+		// longer reads their rows (crossCheck): its row takes their
+		// promises (all of them, the highest: a few seconds past the
+		// last new ID at most, and a row's promise only ever rises).
+		if _, err := s.x.ExecContext(ctx, fmt.Sprintf(s.q.raiseBelow, wd.oldWorkers, wd.oldWorkers, wd.oldWorkers)); err != nil {
+			return false, fmt.Errorf("floor the old layout's rows: %w", err)
+		}
 		p.widen = ""
 		st := parseSlots(m.slotsText)
 		st.widen = ""

@@ -196,6 +196,23 @@ func TestWidenCancel(t *testing.T) {
 		_, err = tryTake(holder(db.DB, b.Dialect, "n2@h@1@1", wideLayout, -1))
 		require.ErrorIs(t, err, ErrLayout)
 		take(t, holder(db.DB, b.Dialect, "b@h@1@1", testLayout, 701))
+
+		// A new instance that issued under an old worker id, then the
+		// cancel: the old worker id's next take starts above its IDs,
+		// which after the cancel no take reads from the new row.
+		_, err = Widen(ctx, db.DB, b.Dialect, wideLayout, true)
+		require.NoError(t, err)
+		vr := holder(db.DB, b.Dialect, "v@h@1@1", wideLayout, 4*300+3)
+		vs := take(t, vr)
+		last := time.Now().Add(2 * time.Second).UnixMilli()
+		release(t, vr, vs, last)
+		_, err = CancelWiden(ctx, db.DB, b.Dialect, true)
+		require.NoError(t, err)
+		ctx2, cancel2 := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel2()
+		s300, err := Take(ctx2, holder(db.DB, b.Dialect, "c@h@1@1", testLayout, 300))
+		require.NoError(t, err)
+		assert.Greater(t, s300.Floor, last, "above the new layout's IDs under it")
 	})
 }
 
