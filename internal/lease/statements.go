@@ -332,7 +332,7 @@ const (
 	raiseBelowFormat = "UPDATE sys_sequence_slot SET promise_ms = (SELECT m FROM (SELECT MAX(promise_ms) AS m FROM sys_sequence_slot " +
 		"WHERE worker_id >= %%d) AS t), beats = beats + 1, updated_at = %[2]s WHERE worker_id < %%d AND promise_ms < " +
 		"(SELECT m FROM (SELECT MAX(promise_ms) AS m FROM sys_sequence_slot WHERE worker_id >= %%d) AS t2)"
-	crossRowsFormat  = "SELECT worker_id, expires_ms, promise_ms, instance, layout, %[1]s FROM sys_sequence_slot " +
+	crossRowsFormat = "SELECT worker_id, expires_ms, promise_ms, instance, layout, %[1]s FROM sys_sequence_slot " +
 		"WHERE worker_id >= %%d AND worker_id <= %%d ORDER BY worker_id%[5]s"
 	liveAnyFormat  = "SELECT worker_id FROM sys_sequence_slot WHERE expires_ms >= %[1]s ORDER BY worker_id LIMIT 1%[5]s"
 	makeRowsFormat = "INSERT INTO sys_sequence_slot (worker_id, fence, beats, taken_ms, expires_ms, promise_ms, updated_at) VALUES "
