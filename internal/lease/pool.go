@@ -405,6 +405,12 @@ func (s *session) lockedOnce(ctx context.Context, workerID int64, decide func(ro
 	}
 	if mine := s.r.rangeText(); rng != mine {
 		err := s.changeRange(ctx, rng)
+		if err == nil && pt.widen != "" {
+			// A range names worker ids of one layout: it does not move
+			// while two are live.
+			err = fmt.Errorf("%w: ours is %s, the pool's is %s, and the pool widens to %q: finish or cancel that first",
+				ErrRange, rangeName(mine, s.r.Workers), rangeName(rng, s.r.Workers), pt.widen)
+		}
 		if errors.Is(err, ErrRange) {
 			return refuse(err)
 		}

@@ -102,9 +102,14 @@ func SetRange(ctx context.Context, db *sql.DB, dialectName string, lo, hi int64,
 	if err != nil {
 		return c, err
 	}
-	layout, rng, floor := parseLayoutText(m.layoutText)
+	pt := parsePoolText(m.layoutText)
+	layout, rng, floor := pt.layout, pt.rng, pt.floor
 	if !m.hasLayout || !m.hasSlots || !knownLayout(m.layoutText) {
 		return c, fmt.Errorf("%w (or its '%s' row is lost: the next take puts it back)", ErrNoPool, schema.LayoutService)
+	}
+	if pt.widen != "" && !keep {
+		return c, fmt.Errorf("%w: the pool widens to %q: a range names worker ids of one layout, so it does not move "+
+			"before the widening is finished or cancelled", ErrWidening, pt.widen)
 	}
 	workers, err := layoutWorkers(layout)
 	if err != nil {
@@ -136,7 +141,7 @@ func SetRange(ctx context.Context, db *sql.DB, dialectName string, lo, hi int64,
 	if _, err := s.x.ExecContext(ctx, s.q.writeMarker, m.made, st.String(), schema.SlotsService); err != nil {
 		return c, fmt.Errorf("write the pool's slot count: %w", err)
 	}
-	if _, err := s.x.ExecContext(ctx, s.q.writeMarker, m.layoutTTL, layoutText(layout, c.To, floor), schema.LayoutService); err != nil {
+	if _, err := s.x.ExecContext(ctx, s.q.writeMarker, m.layoutTTL, poolText{layout: layout, rng: c.To, floor: floor}.String(), schema.LayoutService); err != nil {
 		return c, fmt.Errorf("write the pool's layout: %w", err)
 	}
 	committed = true

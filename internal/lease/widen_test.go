@@ -90,6 +90,12 @@ func TestWiden(t *testing.T) {
 		assert.Equal(t, testLayout+" widen=0/12/10@2024-01-01T00:00:00.000Z", layout)
 		assert.Contains(t, slots, " widen=0/12/10@2024-01-01T00:00:00.000Z")
 
+		// No range moves during a widening.
+		_, err = SetRange(ctx, db.DB, b.Dialect, 0, 511, false, true)
+		require.ErrorIs(t, err, ErrWidening)
+		_, err = tryTake(ranged(db.DB, b.Dialect, "ranged@h@1@1", 0, 511))
+		require.ErrorIs(t, err, ErrRange)
+
 		// New worker ids under a live old one, or on the old layout's rows.
 		for _, v := range []int64{1200, 1203, 1204} {
 			_, err := tryTake(holder(db.DB, b.Dialect, "new@h@1@1", wideLayout, v))
