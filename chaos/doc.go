@@ -123,7 +123,10 @@
 // heartbeat, then open again), fixed-twice (WithWorkerID of a live worker
 // id in another process), pod-twin (the fixed id opened by the process with
 // the same POD_NAME), layout-mix and epoch-mix (a starter with another
-// layout or epoch), and episode (a named scenario). At most four run at
+// layout or epoch), widen-online (the operator widens the pool online by
+// one worker bit, a visitor of the wider layout leases beside the fleet,
+// issues and closes, and the widening is cancelled: issue 25), and
+// episode (a named scenario). At most four run at
 // once. The fleet's pool is drawn too: the default layout, the
 // clock-sequence layout with BumpClockSequence, or four worker ids (the
 // counter wraps onto live slots at once), and sometimes another epoch.

@@ -128,7 +128,7 @@ var menu = []faultKind{
 	{"pod-twin", 3, false},      // the fixed id opened by the process with the same POD_NAME
 	{"layout-mix", 2, false},    // a starter with another layout
 	{"epoch-mix", 2, false},     // a starter with another epoch
-	{"widen-online", 2, false},  // an online widening started, a starter of the wider layout, the widening cancelled
+	{"widen-online", 4, false},  // an online widening started, a starter of the wider layout, the widening cancelled
 	{"episode", 3, false},       // a named scenario
 	// Issue 22's: a statement held, the pool's own rows deleted or made
 	// unreadable, a VM's suspension.
