@@ -354,7 +354,15 @@ func (s *session) lockedOnce(ctx context.Context, workerID int64, decide func(ro
 	pt := parsePoolText(m.layoutText)
 	layout, rng := pt.layout, pt.rng
 	if pt.widen != st.widen {
-		// As for the range: the '__layout__' row says.
+		// The two rows disagree on a widening: one was edited. The
+		// widening is the safe reading (its takes check the other
+		// layout's rows; without it an old worker id's take reads none),
+		// so it stands if either row names one from the pool's layout
+		// (rule 2 of statements.go).
+		if pt.widen == "" && st.layout == layout {
+			pt.widen = st.widen
+			m.layoutText, writeLayout = pt.String(), true
+		}
 		st.widen, writeSlots = pt.widen, true
 	}
 	if rng != st.rng {
@@ -450,7 +458,7 @@ func (s *session) lockedOnce(ctx context.Context, workerID int64, decide func(ro
 		return Slot{}, false, fmt.Errorf("slot %d has no row after the rows were made", workerID)
 	}
 	if wd, ok := parseWidening(m.layoutText); ok {
-		if err := s.crossCheck(ctx, wd, &w); err != nil {
+		if err := s.crossCheck(ctx, wd, &w, st.until); err != nil {
 			return Slot{}, false, err
 		}
 	}

@@ -215,6 +215,15 @@ type sqlText struct {
 	// COMMITTED) it waits for a renewal in flight and reads the row it
 	// committed.
 	crossRows string
+	// fenceRange: first and last worker id. Moves the fence and the beats
+	// of the rows of a range that are not live: a renewal of theirs that
+	// was sent before they expired, and reaches them after the statement
+	// that judged them expired (its NOW is that of its start: MySQL fixes
+	// it there, and a wait for the row's lock does not move it), matches
+	// nothing. A widening's take fences the other layout's rows it floors
+	// above, and its cancel the wider layout's (widen.go), as a change of
+	// layout fences the old layout's (convert).
+	fenceRange string
 	// raiseBelow: a worker id (three times). Raises the promise of every
 	// row below it to the highest promise of the rows from it up, moving
 	// their beats (no claim read before matches): a widening cancelled
@@ -332,6 +341,8 @@ const (
 	raiseBelowFormat = "UPDATE sys_sequence_slot SET promise_ms = (SELECT m FROM (SELECT MAX(promise_ms) AS m FROM sys_sequence_slot " +
 		"WHERE worker_id >= %%d) AS t), beats = beats + 1, updated_at = %[2]s WHERE worker_id < %%d AND promise_ms < " +
 		"(SELECT m FROM (SELECT MAX(promise_ms) AS m FROM sys_sequence_slot WHERE worker_id >= %%d) AS t2)"
+	fenceRangeFormat = "UPDATE sys_sequence_slot SET fence = fence + 1, beats = beats + 1, updated_at = %[2]s " +
+		"WHERE worker_id >= %%d AND worker_id <= %%d AND expires_ms < %[1]s"
 	crossRowsFormat = "SELECT worker_id, expires_ms, promise_ms, instance, layout, %[1]s FROM sys_sequence_slot " +
 		"WHERE worker_id >= %%d AND worker_id <= %%d ORDER BY worker_id%[5]s"
 	liveAnyFormat  = "SELECT worker_id FROM sys_sequence_slot WHERE expires_ms >= %[1]s ORDER BY worker_id LIMIT 1%[5]s"
@@ -362,7 +373,7 @@ func (q *sqlText) shared(nowMs, ts, greatest, shareLock, forUpdate, conflictNoth
 		q.layoutMaxLocked = layoutMaxFormat + forUpdate // MySQL's (see layoutMax)
 	}
 	q.writeMarker, q.countRows, q.chunkRows = f(writeMarkerFormat), f(countRowsFormat), f(chunkRowsFormat)
-	q.liveAny, q.crossRows, q.raiseBelow = f(liveAnyFormat), f(crossRowsFormat), f(raiseBelowFormat)
+	q.liveAny, q.crossRows, q.raiseBelow, q.fenceRange = f(liveAnyFormat), f(crossRowsFormat), f(raiseBelowFormat), f(fenceRangeFormat)
 	if forUpdate != "" {
 		q.lockOthers, q.lockSlots = f(lockOthersFormat), f(lockSlotsFormat)
 	}

@@ -142,11 +142,14 @@ func (s *session) widensTo() bool {
 // widening that share slot w's IDs, inside the locked take: it marks w
 // shared when one of them is live (or w is a worker id of the new layout
 // that the old one's rows still occupy), and raises its floor (w.cross)
-// above their promises. Their locks keep them so until the take commits:
-// a renewal of theirs in flight commits first and is seen, and one that
-// comes after finds its slot expired (a renewal never revives an expired
-// slot).
-func (s *session) crossCheck(ctx context.Context, wd widening, w *row) error {
+// above their promises, and above until (the pool's deletion window) when
+// one of them has no row: a row deleted while its holder lived leaves
+// nothing to read, and its holder's promise is below until (the cap of
+// claim and renew; pool.go). Their locks keep them so until the take
+// commits: a renewal of theirs in flight commits first and is seen. And
+// the rows it floors above are fenced (fenceRange): a renewal sent before
+// they expired cannot revive them after this take.
+func (s *session) crossCheck(ctx context.Context, wd widening, w *row, until int64) error {
 	var lo, hi int64
 	switch s.r.Layout {
 	case wd.to:
@@ -158,10 +161,12 @@ func (s *session) crossCheck(ctx context.Context, wd widening, w *row) error {
 		lo = w.workerID >> wd.shift
 		hi = lo
 	case wd.from:
-		lo = w.workerID << wd.shift
-		hi = lo + 1<<wd.shift - 1
-		if lo < wd.oldWorkers {
-			return nil // its new workers wait for the widening's end: no row of theirs is live
+		// Its new workers below 2^W wait for the widening's end (bounds):
+		// no row of theirs is live, and their keys are old rows.
+		lo = max(w.workerID<<wd.shift, wd.oldWorkers)
+		hi = w.workerID<<wd.shift + 1<<wd.shift - 1
+		if lo > hi {
+			return nil
 		}
 	default:
 		return nil
@@ -170,22 +175,58 @@ func (s *session) crossCheck(ctx context.Context, wd widening, w *row) error {
 	if err != nil {
 		return fmt.Errorf("read the slots that share worker id %d's IDs: %w", w.workerID, err)
 	}
-	defer rows.Close()
+	n := int64(0)
 	for rows.Next() {
 		var (
 			id, expires, promise, now int64
 			instance, layout          sql.NullString
 		)
 		if err := rows.Scan(&id, &expires, &promise, &instance, &layout, &now); err != nil {
+			rows.Close()
 			return fmt.Errorf("read the slots that share worker id %d's IDs: %w", w.workerID, err)
 		}
+		n++
 		w.cross = max(w.cross, promise)
 		if expires >= now && w.shared == "" {
 			w.shared = fmt.Sprintf("worker id %d of %q issues IDs of worker id %d of %q, which is live: instance %q",
 				w.workerID, s.r.Layout, id, layout.String, instance.String)
 		}
 	}
-	return rows.Err()
+	if err := rows.Close(); err != nil {
+		return fmt.Errorf("read the slots that share worker id %d's IDs: %w", w.workerID, err)
+	}
+	if n < hi-lo+1 {
+		w.cross = max(w.cross, until)
+	}
+	if w.shared != "" || n == 0 {
+		return nil
+	}
+	if _, err := s.x.ExecContext(ctx, fmt.Sprintf(s.q.fenceRange, lo, hi)); err != nil {
+		return fmt.Errorf("fence the slots that share worker id %d's IDs: %w", w.workerID, err)
+	}
+	return nil
+}
+
+// settled refuses a finish or a cancel while slot rows may have been
+// deleted under live holders: rows fewer than the pool made (a deletion
+// no take has counted yet), a count not known, or a deletion window
+// (until) not yet past. A take counts them (lockedOnce), and the window
+// ends at the database's clock + the longest TTL.
+func (s *session) settled(ctx context.Context, m markers) error {
+	var count, nowMs int64
+	if err := s.x.QueryRowContext(ctx, s.q.countRows).Scan(&count, &nowMs); err != nil {
+		return fmt.Errorf("count the slot rows: %w", err)
+	}
+	st := parseSlots(m.slotsText)
+	switch {
+	case m.made < 0 || count < m.made:
+		return fmt.Errorf("%w: slot rows were deleted (or not counted yet) since the pool last counted them: "+
+			"the next take counts them; try again after it", ErrWidening)
+	case st.until > nowMs:
+		return fmt.Errorf("%w: slot rows were found deleted, and their holders may be live until %s: try again after",
+			ErrWidening, time.UnixMilli(st.until).UTC().Format(time.RFC3339Nano))
+	}
+	return nil
 }
 
 // Widening is what Widen, FinishWiden and CancelWiden found, and did.
@@ -277,6 +318,9 @@ func FinishWiden(ctx context.Context, db *sql.DB, dialectName string, apply bool
 		if n := out.Live[wd.from]; n > 0 {
 			return false, fmt.Errorf("%w: %d slots of the old layout %q are live: replace their instances first", ErrWidening, n, wd.from)
 		}
+		if err := s.settled(ctx, m); err != nil {
+			return false, err
+		}
 		if !apply {
 			return false, nil
 		}
@@ -291,6 +335,9 @@ func FinishWiden(ctx context.Context, db *sql.DB, dialectName string, apply bool
 		// promises, which only their own rows carry: the '__layout__' row
 		// is known, so no floor of it was lost (operate).
 		_, above, err := s.changeLayout(ctx, wd.from, st, m.nowMs)
+		if errors.Is(err, ErrLayout) {
+			return false, fmt.Errorf("%w: %w", ErrWidening, err)
+		}
 		if err != nil {
 			return false, err
 		}
@@ -320,8 +367,16 @@ func CancelWiden(ctx context.Context, db *sql.DB, dialectName string, apply bool
 		if n := out.Live[wd.to]; n > 0 {
 			return false, fmt.Errorf("%w: %d slots of the wider layout %q are live: replace their instances first", ErrWidening, n, wd.to)
 		}
+		if err := s.settled(ctx, m); err != nil {
+			return false, err
+		}
 		if !apply {
 			return false, nil
+		}
+		// No renewal sent before a new slot expired may revive it after
+		// the cancel, when no take of its old worker id reads it any more.
+		if _, err := s.x.ExecContext(ctx, fmt.Sprintf(s.q.fenceRange, wd.oldWorkers, wd.toWorker-1)); err != nil {
+			return false, fmt.Errorf("fence the wider layout's rows: %w", err)
 		}
 		// The new layout's holders issued IDs of the old worker ids they
 		// were under, and after the cancel an old worker id's take no

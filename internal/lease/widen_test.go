@@ -291,3 +291,158 @@ func TestWidenTo4096(t *testing.T) {
 		require.ErrorIs(t, err, ErrAllHeld)
 	})
 }
+
+// The holes a review of the widening found (each failed on the code
+// before its fix, on MariaDB, PostgreSQL and SQLite).
+
+// TestWidenRowDeleted: a row of the other layout that shares a slot's IDs
+// deleted while its holder lives (either way round): the take reads no
+// row there, and must start above the deletion window (the lost holder's
+// promise is below it), or be refused.
+func TestWidenRowDeleted(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		for _, c := range []struct {
+			name                  string
+			first, second         Request
+			deleted               int64
+			secondLayout, deleter string
+		}{
+			{name: "old row", deleted: 300},
+			{name: "new row", deleted: 1200},
+		} {
+			db := b.Fresh(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			var held Slot
+			if c.deleted == 300 {
+				held = take(t, holder(db.DB, b.Dialect, "old300@h@1@1", testLayout, 300))
+				_, err := Widen(ctx, db.DB, b.Dialect, wideLayout, true)
+				require.NoError(t, err)
+				take(t, holder(db.DB, b.Dialect, "n1500@h@1@1", wideLayout, 1500)) // the new chunk made before the deletion
+			} else {
+				take(t, holder(db.DB, b.Dialect, "old10@h@1@1", testLayout, 10))
+				_, err := Widen(ctx, db.DB, b.Dialect, wideLayout, true)
+				require.NoError(t, err)
+				held = take(t, holder(db.DB, b.Dialect, "new1200@h@1@1", wideLayout, 1200))
+			}
+			_, err := db.ExecContext(ctx, fmt.Sprintf("DELETE FROM sys_sequence_slot WHERE worker_id = %d", c.deleted))
+			require.NoError(t, err)
+			next := holder(db.DB, b.Dialect, "new1200@h@1@1", wideLayout, 1200)
+			if c.deleted == 1200 {
+				next = holder(db.DB, b.Dialect, "old300@h@1@1", testLayout, 300)
+			}
+			s, err := tryTake(next)
+			if err == nil {
+				assert.Greater(t, s.Floor, held.Promise, "%s: the take starts above the lost holder's promise", c.name)
+			} else {
+				require.ErrorIs(t, err, ErrFloorAhead, c.name)
+			}
+			// Neither the finish nor the cancel runs over the deletion.
+			_, err = FinishWiden(ctx, db.DB, b.Dialect, true)
+			require.ErrorIs(t, err, ErrWidening, c.name)
+			_, err = CancelWiden(ctx, db.DB, b.Dialect, true)
+			require.ErrorIs(t, err, ErrWidening, c.name)
+			cancel()
+		}
+	})
+}
+
+// TestWidenFinishSeesDeletion: an old row deleted under its live holder,
+// then the finish, with no take in between to count the rows: refused,
+// not a pool whose new rows start below that holder's promise.
+func TestWidenFinishSeesDeletion(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		db := b.Fresh(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		take(t, holder(db.DB, b.Dialect, "old100@h@1@1", testLayout, 100))
+		_, err := Widen(ctx, db.DB, b.Dialect, wideLayout, true)
+		require.NoError(t, err)
+		_, err = db.ExecContext(ctx, "DELETE FROM sys_sequence_slot WHERE worker_id = 100")
+		require.NoError(t, err)
+		_, err = FinishWiden(ctx, db.DB, b.Dialect, true)
+		require.ErrorIs(t, err, ErrWidening)
+		assert.Contains(t, err.Error(), "slot rows were deleted")
+		_, err = CancelWiden(ctx, db.DB, b.Dialect, true)
+		require.ErrorIs(t, err, ErrWidening)
+	})
+}
+
+// TestWidenEditedAway: the '__layout__' row edited to drop the widening
+// (its copy in '__slots__' still names it): the widening stands, and an
+// old take under a live new holder is refused.
+func TestWidenEditedAway(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		db := b.Fresh(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		take(t, holder(db.DB, b.Dialect, "old10@h@1@1", testLayout, 10))
+		_, err := Widen(ctx, db.DB, b.Dialect, wideLayout, true)
+		require.NoError(t, err)
+		take(t, holder(db.DB, b.Dialect, "new1200@h@1@1", wideLayout, 1200))
+		_, err = db.ExecContext(ctx, dbtest.Rebind(b.Dialect, "UPDATE sys_sequence SET instance = ? WHERE service_name = '__layout__'"), testLayout)
+		require.NoError(t, err)
+		_, err = tryTake(holder(db.DB, b.Dialect, "old300@h@1@1", testLayout, 300))
+		require.ErrorIs(t, err, ErrHeld)
+		assert.Contains(t, err.Error(), "issues IDs of worker id 1200")
+		layout, slots := poolTexts(t, db.DB)
+		assert.Contains(t, layout, " widen=0/12/10@", "put back from the copy")
+		assert.Contains(t, slots, " widen=0/12/10@")
+	})
+}
+
+// TestWidenManyBits: a widening by more bits than the old layout has
+// (0/2/20 to 0/5/17): old worker 0's new workers straddle 2^W, and the
+// old take of 0 still checks those from 2^W up.
+func TestWidenManyBits(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		db := b.Fresh(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		const from, to = "0/2/20 2024-01-01T00:00:00.000Z", "0/5/17 2024-01-01T00:00:00.000Z"
+		mk := func(inst, layout string, workers, id int64) Request {
+			r := request(db.DB, b.Dialect, "widen")
+			r.Instance, r.Layout, r.Workers, r.Explicit, r.WorkerID = inst, layout, workers, true, id
+			return r
+		}
+		take(t, mk("old3@h@1@1", from, 4, 3))
+		_, err := Widen(ctx, db.DB, b.Dialect, to, true)
+		require.NoError(t, err)
+		take(t, mk("new5@h@1@1", to, 32, 5)) // 5>>3 == 0: IDs of old worker 0
+		_, err = tryTake(mk("old0@h@1@1", from, 4, 0))
+		require.ErrorIs(t, err, ErrHeld)
+	})
+}
+
+// TestWidenFencesWhatItFloors: a take under an expired slot of the other
+// layout moves that slot's fence, so that a renewal its holder sent
+// before the slot expired (whose NOW, fixed at its start, still reads it
+// live) cannot revive it once the take has committed; a cancel fences the
+// wider layout's rows the same way.
+func TestWidenFencesWhatItFloors(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		db := b.Fresh(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		fence := func(id int64) int64 {
+			var f int64
+			require.NoError(t, db.QueryRow(fmt.Sprintf("SELECT fence FROM sys_sequence_slot WHERE worker_id = %d", id)).Scan(&f))
+			return f
+		}
+		or := holder(db.DB, b.Dialect, "old300@h@1@1", testLayout, 300)
+		take(t, or)
+		_, err := Widen(ctx, db.DB, b.Dialect, wideLayout, true)
+		require.NoError(t, err)
+		_, err = db.ExecContext(ctx, "UPDATE sys_sequence_slot SET expires_ms = 1, promise_ms = 1 WHERE worker_id = 300") // expired, long ago
+		require.NoError(t, err)
+		before := fence(300)
+		nr := holder(db.DB, b.Dialect, "new1200@h@1@1", wideLayout, 1200)
+		ns := take(t, nr)
+		assert.Equal(t, before+1, fence(300), "the old slot is fenced")
+
+		release(t, nr, ns, time.Now().UnixMilli())
+		before = fence(1200)
+		_, err = CancelWiden(ctx, db.DB, b.Dialect, true)
+		require.NoError(t, err)
+		assert.Equal(t, before+1, fence(1200), "the cancel fences the new rows")
+	})
+}
