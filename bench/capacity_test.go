@@ -103,12 +103,16 @@ type capHolder struct {
 type renewals struct {
 	paused atomic.Bool // the saturation phase renews every holder itself
 
-	mu     sync.Mutex
-	open   bool
-	lat    []time.Duration
-	errs   int
-	audits int
-	first  error
+	mu       sync.Mutex
+	open     bool
+	lat      []time.Duration
+	errs     int // every failed renewal, in the window or not
+	windowed int // those in the window
+	lost     int // ErrLost: a holder would have stopped issuing
+	first    error
+	firsts   int             // holders whose first renewal succeeded
+	audits   []time.Duration // the audit writes that succeeded
+	auditErr []error
 }
 
 func (r *renewals) window(open bool) {
@@ -116,7 +120,7 @@ func (r *renewals) window(open bool) {
 	defer r.mu.Unlock()
 	r.open = open
 	if open {
-		r.lat, r.errs, r.first = r.lat[:0], 0, nil
+		r.lat, r.windowed = r.lat[:0], 0
 	}
 }
 
@@ -125,6 +129,12 @@ func (r *renewals) record(d time.Duration, err error) {
 	defer r.mu.Unlock()
 	if err != nil {
 		r.errs++
+		if r.open {
+			r.windowed++
+		}
+		if errors.Is(err, lease.ErrLost) {
+			r.lost++
+		}
 		if r.first == nil {
 			r.first = err
 		}
@@ -164,13 +174,20 @@ func (h *capHolder) beat(ctx context.Context, rec *renewals, took time.Time) {
 		}
 		rec.record(time.Since(start), err)
 		if err == nil && audit {
+			// The keeper writes the audit row once, after the first
+			// renewal, whether it is written or not.
+			t0 := time.Now()
 			actx, cancel := context.WithTimeout(ctx, capTimeout)
-			if lease.Audit(actx, h.req.DB, h.req.Dialect, h.req.Service, h.req.Instance, h.hold.WorkerID) == nil {
-				rec.mu.Lock()
-				rec.audits++
-				rec.mu.Unlock()
-			}
+			err := lease.Audit(actx, h.req.DB, h.req.Dialect, h.req.Service, h.req.Instance, h.hold.WorkerID)
 			cancel()
+			rec.mu.Lock()
+			rec.firsts++
+			if err == nil {
+				rec.audits = append(rec.audits, time.Since(t0))
+			} else {
+				rec.auditErr = append(rec.auditErr, err)
+			}
+			rec.mu.Unlock()
 			audit = false
 		}
 		wait := capInterval
@@ -355,8 +372,9 @@ func capacity(t *testing.T, be dbtest.Backend) {
 		fill = append(fill, s)
 		hold(r, slot)
 	}
+	fillEnd := time.Now()
 	t.Logf("%s: fill took %v; %d takes were slower than the default lease timeout %v",
-		name, time.Since(fillStart).Round(time.Millisecond), overDefault, entflake.DefaultLeaseTimeout)
+		name, fillEnd.Sub(fillStart).Round(time.Millisecond), overDefault, entflake.DefaultLeaseTimeout)
 	for _, band := range [][2]int{{0, 1}, {1, 410}, {410, 2048}, {2048, 3686}, {3686, 4055}, {4055, 4095}, {4095, 4096}} {
 		t.Logf("%s: fill, slots held before the take %4d..%4d: %s", name, band[0], band[1]-1, summarize(fill[band[0]:band[1]]))
 	}
@@ -372,25 +390,45 @@ func capacity(t *testing.T, be dbtest.Backend) {
 	sizes(t, name, be, db.DB, "after the fill")
 
 	// 2. The heartbeat at its default interval: every holder renews every
-	// 10 s, through the bounded pool. Three intervals, so every holder
-	// renews three times inside the window.
+	// 10 s, through the bounded pool. First the start-up wave: every
+	// holder's first renewal and its audit row (one row, sys_sequence's
+	// for the service, which all 4,096 upsert); then three intervals of
+	// the steady heartbeat, so that every holder renews three times inside
+	// the window.
+	t.Logf("%s: 2. paced: %d holders renewing every %v", name, len(holders), capInterval)
+	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		rec.mu.Lock()
+		done := rec.firsts
+		rec.mu.Unlock()
+		if done == len(holders) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d holders renewed a first time within 3 minutes", done, len(holders))
+		}
+	}
+	rec.mu.Lock()
+	audits := slices.Clone(rec.audits)
+	slices.Sort(audits)
+	t.Logf("%s: start-up wave: %d audit writes (one row for all) in %s after the fill ended, p50 %s, p99 %s, max %s; %d failed; %d renewals failed so far (first: %v)",
+		name, len(audits), time.Since(fillEnd).Round(time.Millisecond), ms(pct(audits, 50)), ms(pct(audits, 99)), ms(pct(audits, 100)),
+		len(rec.auditErr), rec.errs, rec.first)
+	rec.mu.Unlock()
 	paced := 3 * capInterval
-	t.Logf("%s: 2. paced: %d holders renewing every %v, for %v", name, len(holders), capInterval, paced)
-	// Let the fill's stagger settle: every holder has renewed once.
-	time.Sleep(capInterval)
+	time.Sleep(capInterval) // every holder past its first renewal
 	rec.window(true)
 	t0 := time.Now()
 	time.Sleep(paced)
 	rec.mu.Lock()
 	pacedLat := slices.Clone(rec.lat)
-	pacedErrs, pacedFirst := rec.errs, rec.first
+	pacedErrs := rec.windowed
 	rec.mu.Unlock()
 	rec.window(false)
 	slices.Sort(pacedLat)
 	pacedRate := float64(len(pacedLat)) / time.Since(t0).Seconds()
-	t.Logf("%s: paced: %.1f renewals/s (the heartbeat's due rate: %.1f), latency p50 %s, p99 %s, max %s; %d failed since the fill began (first: %v); %d audit rows written",
-		name, pacedRate, float64(len(holders))/capInterval.Seconds(), ms(pct(pacedLat, 50)), ms(pct(pacedLat, 99)),
-		ms(pct(pacedLat, 100)), pacedErrs, pacedFirst, rec.audits)
+	t.Logf("%s: paced, steady, %v: %.1f renewals/s (the heartbeat's due rate: %.1f), latency p50 %s, p99 %s, max %s; %d failed",
+		name, paced, pacedRate, float64(len(holders))/capInterval.Seconds(), ms(pct(pacedLat, 50)), ms(pct(pacedLat, 99)),
+		ms(pct(pacedLat, 100)), pacedErrs)
 
 	// 3. One renewal at a time, through the counter: its round trips and
 	// its latency with the database otherwise idle (the heartbeats pause).
@@ -554,11 +592,14 @@ func capacity(t *testing.T, be dbtest.Backend) {
 		}
 	}
 	rec.mu.Lock()
-	t.Logf("%s: heartbeat failures over the whole run: %d (first: %v)", name, rec.errs, rec.first)
-	if rec.errs > 0 {
-		t.Errorf("%d heartbeat renewals failed: %v", rec.errs, rec.first)
+	defer rec.mu.Unlock()
+	t.Logf("%s: heartbeat over the whole run: %d renewals failed, %d of them lost the slot (first: %v)", name, rec.errs, rec.lost, rec.first)
+	// A failed renewal is retried after Retry, and the holder stops only
+	// when its promise (TTL - Margin ahead) runs out: failures are figures
+	// here. A lost slot is not: the pool must keep every holder's.
+	if rec.lost > 0 {
+		t.Errorf("%d renewals found their slot lost: %v", rec.lost, rec.first)
 	}
-	rec.mu.Unlock()
 }
 
 // sizes logs the rows of the lease's two tables and the slot table's size
