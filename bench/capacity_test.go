@@ -465,8 +465,10 @@ func capacity(t *testing.T, be dbtest.Backend) {
 	// fixed time, with a quarter of the pool's connections busy and then
 	// all of them. Each goroutine renews the next holder in turn, so no two
 	// renew one row at once (as in a fleet, where each holder renews its
-	// own row).
+	// own row). The sustained rate is the best of the three: more
+	// connections at once do not always renew more.
 	var sustained float64
+	sustainedAt := 0
 	for _, c := range []int{max(1, conns/4), max(1, conns/2), conns} {
 		var (
 			next   atomic.Int64
@@ -476,6 +478,9 @@ func capacity(t *testing.T, be dbtest.Backend) {
 			errs   int
 			first  error
 			window = time.Duration(seconds) * time.Second
+			// per slice of 5 s: a rate that falls within the window
+			// is the database slowing as the run goes on, not noise.
+			bySlice = make([]atomic.Int64, (seconds+4)/5+1)
 		)
 		cpu0 := cpuTime(t)
 		start := time.Now()
@@ -491,6 +496,9 @@ func capacity(t *testing.T, be dbtest.Backend) {
 					err := lease.Renew(ctx, h, capTTL.Milliseconds(), time.Now().Add(capHorizon).UnixMilli())
 					cancel()
 					mine = append(mine, time.Since(t0))
+					if err == nil {
+						bySlice[int(time.Since(start)/(5*time.Second))].Add(1)
+					}
 					if err != nil {
 						bad++
 						if firstErr == nil {
@@ -511,11 +519,18 @@ func capacity(t *testing.T, be dbtest.Backend) {
 		client := (cpuTime(t) - cpu0).Seconds() / elapsed.Seconds()
 		slices.Sort(lat)
 		rate := float64(len(lat)-errs) / elapsed.Seconds()
-		if c == conns {
-			sustained = rate
+		if rate > sustained {
+			sustained, sustainedAt = rate, c
 		}
-		t.Logf("%s: 4. saturation, %d renewing at once for %v: %d renewals, %.0f renewals/s, latency p50 %s, p99 %s, max %s; %d failed (first: %v); this process used %.2f cores",
-			name, c, elapsed.Round(time.Millisecond), len(lat), rate, ms(pct(lat, 50)), ms(pct(lat, 99)), ms(pct(lat, 100)), errs, first, client)
+		var per []string
+		for i := range bySlice {
+			if n := bySlice[i].Load(); n > 0 {
+				per = append(per, fmt.Sprintf("%.0f", float64(n)/5))
+			}
+		}
+		t.Logf("%s: 4. saturation, %d renewing at once for %v: %d renewals, %.0f renewals/s (per 5 s: %s), latency p50 %s, p99 %s, max %s; %d failed (first: %v); this process used %.2f cores",
+			name, c, elapsed.Round(time.Millisecond), len(lat), rate, strings.Join(per, ", "), ms(pct(lat, 50)), ms(pct(lat, 99)),
+			ms(pct(lat, 100)), errs, first, client)
 		if errs > 0 {
 			t.Errorf("%d renewals failed under saturation: %v", errs, first)
 		}
@@ -526,8 +541,8 @@ func capacity(t *testing.T, be dbtest.Backend) {
 	// The limit, from this run's figures: 4,096 holders at the default
 	// interval need workers/Interval renewals a second.
 	need := float64(workers) / capInterval.Seconds()
-	t.Logf("%s: limit: %d holders at %v need %.1f renewals/s = %.1f%% of the %.0f/s sustained; at 100%% of it one database would carry %.0f holders (the 12-bit pool holds %d)",
-		name, workers, capInterval, need, 100*need/sustained, sustained, sustained*capInterval.Seconds(), workers)
+	t.Logf("%s: limit: %d holders at %v need %.1f renewals/s = %.1f%% of the %.0f/s sustained (%d at once); at 100%% of it one database would carry %.0f holders (the 12-bit pool holds %d)",
+		name, workers, capInterval, need, 100*need/sustained, sustained, sustainedAt, sustained*capInterval.Seconds(), workers)
 
 	// 5. The take's cost with the pool held to a fill, the free slots
 	// scattered (holders that left at random, as in a fleet that restarts
@@ -555,10 +570,15 @@ func capacity(t *testing.T, be dbtest.Backend) {
 		for range samples {
 			r, slot, s := take(entflake.DefaultLeaseTimeout)
 			if level.held == int(workers) {
-				if !errors.Is(s.err, lease.ErrAllHeld) {
+				switch {
+				case errors.Is(s.err, lease.ErrAllHeld):
+					s.err = nil // the answer wanted
+				case errors.Is(s.err, context.DeadlineExceeded):
+					// The lease timeout ran out before the take could
+					// tell: a figure (counted as failed), not a wrong answer.
+				default:
 					t.Errorf("a take with every slot held: %v, want ErrAllHeld", s.err)
 				}
-				s.err = nil // the answer wanted
 			} else if s.err == nil {
 				if _, dup := holders[slot.WorkerID]; dup {
 					t.Fatalf("worker id %d taken while held", slot.WorkerID)
@@ -636,14 +656,19 @@ func sizes(t *testing.T, name string, be dbtest.Backend, db *sql.DB, when string
 		// An UPDATE writes a new version of its row; the old one is dead
 		// until vacuum makes its space reusable, so the size after the
 		// renewals depends on autovacuum's timing.
-		var total, heap, idx, live, dead int64
+		// A renewal changes expires_ms, which the layout guard's index
+		// holds, so it cannot be a HOT update: each one adds an entry to
+		// both indexes as well (n_tup_hot_upd says how many were HOT).
+		var total, heap, idx, live, dead, upd, hot, vacuums int64
 		if err := db.QueryRow("SELECT pg_total_relation_size('sys_sequence_slot'), pg_relation_size('sys_sequence_slot'), "+
-			"pg_indexes_size('sys_sequence_slot'), n_live_tup, n_dead_tup FROM pg_stat_user_tables WHERE relname = 'sys_sequence_slot'").
-			Scan(&total, &heap, &idx, &live, &dead); err != nil {
+			"pg_indexes_size('sys_sequence_slot'), n_live_tup, n_dead_tup, n_tup_upd, n_tup_hot_upd, autovacuum_count "+
+			"FROM pg_stat_user_tables WHERE relname = 'sys_sequence_slot'").
+			Scan(&total, &heap, &idx, &live, &dead, &upd, &hot, &vacuums); err != nil {
 			t.Fatal(err)
 		}
-		detail = fmt.Sprintf("sys_sequence_slot pg_total_relation_size %d B (heap %d, indexes %d; %.0f B a row in all), live tuples %d, dead %d",
-			total, heap, idx, float64(total)/float64(slots), live, dead)
+		detail = fmt.Sprintf("sys_sequence_slot pg_total_relation_size %d B (heap %d, indexes %d; %.0f B a row in all), "+
+			"live tuples %d, dead %d; updates %d, of them HOT %d; autovacuums %d",
+			total, heap, idx, float64(total)/float64(slots), live, dead, upd, hot, vacuums)
 	}
 	t.Logf("%s: rows %s: sys_sequence_slot %d, sys_sequence %d; %s", name, when, slots, pool, strings.TrimSpace(detail))
 }
