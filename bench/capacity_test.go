@@ -97,6 +97,10 @@ type capHolder struct {
 	hold   lease.Holding
 	cancel context.CancelFunc
 	done   chan struct{}
+	// lastOK is when the holder's last acknowledged write began (its take
+	// or a renewal), Unix ns: a slot taken from it more than TTL later
+	// expired on the database's clock, and was free to take.
+	lastOK atomic.Int64
 }
 
 // renewals records the heartbeat's renewals while a window is open.
@@ -173,6 +177,9 @@ func (h *capHolder) beat(ctx context.Context, rec *renewals, took time.Time) {
 			return
 		}
 		rec.record(time.Since(start), err)
+		if err == nil {
+			h.lastOK.Store(start.UnixNano())
+		}
 		if err == nil && audit {
 			// The keeper writes the audit row once, after the first
 			// renewal, whether it is written or not.
@@ -329,6 +336,7 @@ func capacity(t *testing.T, be dbtest.Backend) {
 		h.hold = h.req.Holding(slot)
 		var ctx context.Context
 		ctx, h.cancel = context.WithCancel(hctx)
+		h.lastOK.Store(time.Now().UnixNano())
 		holders[slot.WorkerID] = h
 		go h.beat(ctx, rec, time.Now())
 	}
@@ -338,7 +346,9 @@ func capacity(t *testing.T, be dbtest.Backend) {
 		defer cancel()
 		// As a closing generator does: its last issued millisecond, here
 		// the clock (a holder that ran until now).
-		if err := lease.Release(ctx, h.hold, time.Now().UnixMilli()); err != nil {
+		// A slot lost (its renewals failed for the TTL) is counted by the
+		// heartbeat and reported there.
+		if err := lease.Release(ctx, h.hold, time.Now().UnixMilli()); err != nil && !errors.Is(err, lease.ErrLost) {
 			t.Errorf("release worker %d: %v", h.hold.WorkerID, err)
 		}
 		delete(holders, h.hold.WorkerID)
@@ -356,6 +366,7 @@ func capacity(t *testing.T, be dbtest.Backend) {
 	// default are counted.
 	t.Logf("%s: 1. fill: %d takes one after the other, each holder renewing from its take on", name, workers)
 	fill := make([]takeSample, 0, workers)
+	expired := 0 // slots taken from holders whose renewals failed for the TTL
 	fillStart := time.Now()
 	overDefault := 0
 	for range workers {
@@ -363,8 +374,15 @@ func capacity(t *testing.T, be dbtest.Backend) {
 		if s.err != nil {
 			t.Fatalf("take %d of the fill: %v", len(fill), s.err)
 		}
-		if _, dup := holders[slot.WorkerID]; dup {
-			t.Fatalf("worker id %d taken twice", slot.WorkerID)
+		if h, held := holders[slot.WorkerID]; held {
+			// As in step 5: only a slot whose holder has not renewed for
+			// the TTL is free to take.
+			if since := time.Since(time.Unix(0, h.lastOK.Load())); since <= capTTL {
+				t.Fatalf("worker id %d taken twice, renewed %v ago", slot.WorkerID, since)
+			}
+			h.stop()
+			delete(holders, slot.WorkerID)
+			expired++
 		}
 		if s.d > entflake.DefaultLeaseTimeout {
 			overDefault++
@@ -580,8 +598,17 @@ func capacity(t *testing.T, be dbtest.Backend) {
 					t.Errorf("a take with every slot held: %v, want ErrAllHeld", s.err)
 				}
 			} else if s.err == nil {
-				if _, dup := holders[slot.WorkerID]; dup {
-					t.Fatalf("worker id %d taken while held", slot.WorkerID)
+				if h, held := holders[slot.WorkerID]; held {
+					// Only a holder that has not renewed for the TTL can
+					// lose its slot to a take: then the heartbeat fell
+					// behind (the pool's limit), and the holder would have
+					// stopped issuing when its promise ran out, before.
+					if since := time.Since(time.Unix(0, h.lastOK.Load())); since <= capTTL {
+						t.Fatalf("worker id %d taken while held, renewed %v ago", slot.WorkerID, since)
+					}
+					h.stop()
+					delete(holders, slot.WorkerID)
+					expired++
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), capTimeout)
 				// Nothing issued: its floor's predecessor, as the keeper
@@ -593,7 +620,10 @@ func capacity(t *testing.T, be dbtest.Backend) {
 			}
 			got = append(got, s)
 		}
-		t.Logf("%s: take at %-17s (%4d held): %s", name, level.name, level.held, summarize(got))
+		rec.mu.Lock()
+		t.Logf("%s: take at %-17s (%4d held): %s; so far %d renewals failed, %d found the slot lost, %d expired slots taken",
+			name, level.name, level.held, summarize(got), rec.errs, rec.lost, expired)
+		rec.mu.Unlock()
 		if level.held == int(workers)-1 {
 			// The public API on the same pool: Open with this layout must
 			// lease the one free slot, which says the simulated holders'
@@ -617,8 +647,9 @@ func capacity(t *testing.T, be dbtest.Backend) {
 	// A failed renewal is retried after Retry, and the holder stops only
 	// when its promise (TTL - Margin ahead) runs out: failures are figures
 	// here. A lost slot is not: the pool must keep every holder's.
-	if rec.lost > 0 {
-		t.Errorf("%d renewals found their slot lost: %v", rec.lost, rec.first)
+	if rec.lost > 0 || expired > 0 {
+		t.Errorf("the heartbeat fell behind: %d renewals found their slot lost, %d slots expired and were taken (first failure: %v)",
+			rec.lost, expired, rec.first)
 	}
 }
 
