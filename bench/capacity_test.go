@@ -56,12 +56,18 @@ const (
 // the audit row after its first renewal, as the keeper does. So the renew
 // statement measured is the heartbeat's, with the heartbeat's arguments.
 // What the simulation leaves out is the generator itself (no IDs are
-// issued), which never meets the database between renewals.
+// issued), which never meets the database between renewals, and what a
+// keeper does after it loses its slot (it takes another; the simulated
+// holder stops, and is counted).
 //
 // All holders share one bounded connection pool (ENTFLAKE_CAPACITY_CONNS,
 // 16 by default), far below the servers' limits (151 and 100): in a real
 // fleet each instance has its own pool, but the database sees the same
-// statements, at most that many at a time here.
+// statements, at most that many at a time here. The price: a statement
+// that waits on a lock holds one of the 16, and the other holders' renewals
+// wait for a connection, where in a fleet they would not.
+// ENTFLAKE_CAPACITY_SECONDS (15) is each saturation level's length and
+// ENTFLAKE_CAPACITY_SAMPLES (40) the takes at each fill.
 func TestCapacity(t *testing.T) {
 	if os.Getenv("ENTFLAKE_CAPACITY") != "1" {
 		t.Skip("set ENTFLAKE_CAPACITY=1 to measure a pool at 4,096 holders (minutes per database)")
