@@ -144,6 +144,28 @@ func usagef(format string, args ...any) error {
 	return usageError{fmt.Errorf(format, args...)}
 }
 
+// dbFlags defines -dialect and -dsn, which every command that reads the
+// database takes.
+func dbFlags(fs *flag.FlagSet) (d, dsn *string) {
+	d = fs.String("dialect", "", "mysql (MySQL, MariaDB), postgres or sqlite3")
+	dsn = fs.String("dsn", "", "the database: a go-sql-driver/mysql DSN, a pgx URL, or a SQLite file")
+	return d, dsn
+}
+
+// checkDBFlags checks -dialect, -dsn and -timeout.
+func checkDBFlags(d, dsn string, timeout time.Duration) error {
+	if err := dialectFlag(d); err != nil {
+		return err
+	}
+	if dsn == "" {
+		return usagef("-dsn is required")
+	}
+	if timeout <= 0 {
+		return usagef("-timeout %v: must be positive", timeout)
+	}
+	return nil
+}
+
 // dialectFlag checks -dialect.
 func dialectFlag(d string) error {
 	if err := schema.CheckDialect(d); err != nil {
@@ -361,8 +383,7 @@ type holderJSON struct {
 func holders(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("entflake holders", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	d := fs.String("dialect", "", "mysql (MySQL, MariaDB), postgres or sqlite3")
-	dsn := fs.String("dsn", "", "the database: a go-sql-driver/mysql DSN, a pgx URL, or a SQLite file")
+	d, dsn := dbFlags(fs)
 	all := fs.Bool("all", false, "show released slots too")
 	asJSON := fs.Bool("json", false, "one JSON object a line instead of a table")
 	timeout := fs.Duration("timeout", 10*time.Second, "bound on connecting and reading")
@@ -372,14 +393,8 @@ func holders(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return usagef("unexpected arguments %q", fs.Args())
 	}
-	if err := dialectFlag(*d); err != nil {
+	if err := checkDBFlags(*d, *dsn, *timeout); err != nil {
 		return err
-	}
-	if *dsn == "" {
-		return usagef("-dsn is required")
-	}
-	if *timeout <= 0 {
-		return usagef("-timeout %v: must be positive", *timeout)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
@@ -441,8 +456,7 @@ func holders(args []string, stdout, stderr io.Writer) error {
 func workerRange(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("entflake range", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	d := fs.String("dialect", "", "mysql (MySQL, MariaDB), postgres or sqlite3")
-	dsn := fs.String("dsn", "", "the database: a go-sql-driver/mysql DSN, a pgx URL, or a SQLite file")
+	d, dsn := dbFlags(fs)
 	set := fs.String("set", "", `the new worker range, "LO-HI" (both included), or "all" for the whole layout`)
 	apply := fs.Bool("apply", false, "with -set: make the change (without it, a dry run says what it would do)")
 	timeout := fs.Duration("timeout", 10*time.Second, "bound on connecting, the pool's locks, and the change")
@@ -452,14 +466,8 @@ func workerRange(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return usagef("unexpected arguments %q", fs.Args())
 	}
-	if err := dialectFlag(*d); err != nil {
+	if err := checkDBFlags(*d, *dsn, *timeout); err != nil {
 		return err
-	}
-	if *dsn == "" {
-		return usagef("-dsn is required")
-	}
-	if *timeout <= 0 {
-		return usagef("-timeout %v: must be positive", *timeout)
 	}
 	if *apply && *set == "" {
 		return usagef("-apply needs -set")
@@ -524,8 +532,7 @@ func workerRange(args []string, stdout, stderr io.Writer) error {
 func widen(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("entflake widen", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	d := fs.String("dialect", "", "mysql (MySQL, MariaDB), postgres or sqlite3")
-	dsn := fs.String("dsn", "", "the database: a go-sql-driver/mysql DSN, a pgx URL, or a SQLite file")
+	d, dsn := dbFlags(fs)
 	to := fs.String("to", "", "start widening to this layout, clock-sequence/worker/sequence bits (0/12/10)")
 	finish := fs.Bool("finish", false, "finish the widening: the wider layout becomes the pool's (once no old instance is live)")
 	cancelW := fs.Bool("cancel", false, "cancel the widening: the old layout stays the pool's (while no new instance is live)")
@@ -537,14 +544,8 @@ func widen(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return usagef("unexpected arguments %q", fs.Args())
 	}
-	if err := dialectFlag(*d); err != nil {
+	if err := checkDBFlags(*d, *dsn, *timeout); err != nil {
 		return err
-	}
-	if *dsn == "" {
-		return usagef("-dsn is required")
-	}
-	if *timeout <= 0 {
-		return usagef("-timeout %v: must be positive", *timeout)
 	}
 	steps := 0
 	for _, b := range []bool{*to != "", *finish, *cancelW} {

@@ -7,10 +7,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-
-	"entgo.io/ent/dialect"
-
-	"github.com/entflake/entflake/schema"
 )
 
 // The pool's worker range. Pools on different databases, which cannot see
@@ -62,94 +58,44 @@ var ErrNoPool = errors.New("the pool has no layout yet: no instance has leased f
 // that does not fit the pool's layout.
 func SetRange(ctx context.Context, db *sql.DB, dialectName string, lo, hi int64, keep, apply bool) (RangeChange, error) {
 	var c RangeChange
-	if err := schema.CheckDialect(dialectName); err != nil {
-		return c, err
-	}
-	q := textFor(dialectName)
-	for _, t := range []string{schema.TableName, schema.SlotTableName} {
-		exists, err := tableExists(ctx, db, q, t)
+	var err error
+	c.Applied, err = operate(ctx, db, dialectName, func(s *session, m markers) (bool, error) {
+		pt := parsePoolText(m.layoutText)
+		if pt.widen != "" && !keep {
+			return false, fmt.Errorf("%w: the pool widens to %q: a range names worker ids of one layout, so it does not move "+
+				"before the widening is finished or cancelled", ErrWidening, pt.widen)
+		}
+		workers, err := layoutWorkers(pt.layout)
 		if err != nil {
-			return c, err
+			return false, err
 		}
-		if !exists {
-			return c, fmt.Errorf("%w: no %s table", ErrNoPool, t)
+		c.Layout, c.Workers, c.From = pt.layout, workers, pt.rng
+		if keep {
+			lo, hi, _ = parseRangeText(pt.rng)
 		}
-	}
-	r := &Request{DB: db, Dialect: dialectName}
-	s, err := open(ctx, r)
-	if err != nil {
-		return c, err
-	}
-	defer s.close(ctx)
-	if dialectName == dialect.MySQL {
-		var version string
-		if err := s.conn.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
-			return c, fmt.Errorf("read the server's version: %w", err)
+		if err := checkRange(lo, hi, workers); err != nil {
+			return false, fmt.Errorf("%w for the pool's layout %q", err, pt.layout)
 		}
-		s.tidb = strings.Contains(version, "TiDB")
-	}
-	end, err := s.beginLocked(ctx)
-	if err != nil {
-		return c, err
-	}
-	committed := false
-	defer func() {
-		if !committed {
-			end(false)
+		want := &Request{Workers: workers, Lo: lo, Hi: hi}
+		c.To = want.rangeText()
+		if s.q.lockSlots != "" {
+			// Renewals in flight commit first, and are seen below.
+			if err := s.drain(ctx, s.q.lockSlots); err != nil {
+				return false, fmt.Errorf("lock the slots: %w", err)
+			}
 		}
-	}()
-	m, err := s.lockMarkers(ctx)
-	if err != nil {
-		return c, err
-	}
-	pt := parsePoolText(m.layoutText)
-	layout, rng, floor := pt.layout, pt.rng, pt.floor
-	if !m.hasLayout || !m.hasSlots || !knownLayout(m.layoutText) {
-		return c, fmt.Errorf("%w (or its '%s' row is lost: the next take puts it back)", ErrNoPool, schema.LayoutService)
-	}
-	if pt.widen != "" && !keep {
-		return c, fmt.Errorf("%w: the pool widens to %q: a range names worker ids of one layout, so it does not move "+
-			"before the widening is finished or cancelled", ErrWidening, pt.widen)
-	}
-	workers, err := layoutWorkers(layout)
-	if err != nil {
-		return c, err
-	}
-	c.Layout, c.Workers, c.From = layout, workers, rng
-	if keep {
-		lo, hi, _ = parseRangeText(rng)
-	}
-	if err := checkRange(lo, hi, workers); err != nil {
-		return c, fmt.Errorf("%w for the pool's layout %q", err, layout)
-	}
-	want := &Request{Workers: workers, Lo: lo, Hi: hi}
-	c.To = want.rangeText()
-	if s.q.lockSlots != "" {
-		// Renewals in flight commit first, and are seen below.
-		if err := s.drain(ctx, s.q.lockSlots); err != nil {
-			return c, fmt.Errorf("lock the slots: %w", err)
+		if c.NowMs, c.Outside, err = s.liveOutside(ctx, want.lo(), want.hi()); err != nil {
+			return false, err
 		}
-	}
-	if c.NowMs, c.Outside, err = s.liveOutside(ctx, want.lo(), want.hi()); err != nil {
-		return c, err
-	}
-	if !apply || keep || c.To == c.From {
-		return c, nil
-	}
-	st := parseSlots(m.slotsText)
-	st.rng = c.To
-	if _, err := s.x.ExecContext(ctx, s.q.writeMarker, m.made, st.String(), schema.SlotsService); err != nil {
-		return c, fmt.Errorf("write the pool's slot count: %w", err)
-	}
-	if _, err := s.x.ExecContext(ctx, s.q.writeMarker, m.layoutTTL, poolText{layout: layout, rng: c.To, floor: floor}.String(), schema.LayoutService); err != nil {
-		return c, fmt.Errorf("write the pool's layout: %w", err)
-	}
-	committed = true
-	if err := end(true); err != nil {
-		return c, fmt.Errorf("commit the change of range: %w", err)
-	}
-	c.Applied = true
-	return c, nil
+		if !apply || keep || c.To == c.From {
+			return false, nil
+		}
+		st := m.slots()
+		st.rng = c.To
+		pt.rng = c.To
+		return true, s.writePoolRows(ctx, m.made, st, pt.String())
+	})
+	return c, err
 }
 
 // liveOutside reads the live slots outside lo..hi, with the database's

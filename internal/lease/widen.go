@@ -207,6 +207,30 @@ func (s *session) crossCheck(ctx context.Context, wd widening, w *row, until int
 	return nil
 }
 
+// widenStep is what a finish (finish true) or a cancel checks before it
+// changes anything: the pool widens, no slot of the layout it ends is live
+// (the old one for a finish, the wider one for a cancel), and no deletion
+// of slot rows is unsettled.
+func (s *session) widenStep(ctx context.Context, m markers, out *Widening, finish bool) (poolText, widening, error) {
+	p := parsePoolText(m.layoutText)
+	out.From, out.To = p.layout, p.widen
+	wd, ok := parseWidening(m.layoutText)
+	if !ok {
+		return p, wd, fmt.Errorf("%w: the pool (%q) is not widening", ErrWidening, p.layout)
+	}
+	if err := s.widenCensus(ctx, wd, out); err != nil {
+		return p, wd, err
+	}
+	ends, which := wd.to, "wider"
+	if finish {
+		ends, which = wd.from, "old"
+	}
+	if n := out.Live[ends]; n > 0 {
+		return p, wd, fmt.Errorf("%w: %d slots of the %s layout %q are live: replace their instances first", ErrWidening, n, which, ends)
+	}
+	return p, wd, s.settled(ctx, m)
+}
+
 // settled refuses a finish or a cancel while slot rows may have been
 // deleted under live holders: rows fewer than the pool made (a deletion
 // no take has counted yet), a count not known, or a deletion window
@@ -217,7 +241,7 @@ func (s *session) settled(ctx context.Context, m markers) error {
 	if err := s.x.QueryRowContext(ctx, s.q.countRows).Scan(&count, &nowMs); err != nil {
 		return fmt.Errorf("count the slot rows: %w", err)
 	}
-	st := parseSlots(m.slotsText)
+	st := m.slots()
 	switch {
 	case m.made < 0 || count < m.made:
 		return fmt.Errorf("%w: slot rows were deleted (or not counted yet) since the pool last counted them: "+
@@ -291,7 +315,7 @@ func Widen(ctx context.Context, db *sql.DB, dialectName, to string, apply bool) 
 			return false, fmt.Errorf("%w: slots of %q are live already", ErrWidening, to)
 		}
 		p.widen = to
-		st := parseSlots(m.slotsText)
+		st := m.slots()
 		st.widen = to
 		return true, s.writePoolRows(ctx, m.made, st, p.String())
 	})
@@ -306,30 +330,16 @@ func FinishWiden(ctx context.Context, db *sql.DB, dialectName string, apply bool
 	var out Widening
 	var err error
 	out.Applied, err = operate(ctx, db, dialectName, func(s *session, m markers) (bool, error) {
-		p := parsePoolText(m.layoutText)
-		out.From, out.To = p.layout, p.widen
-		wd, ok := parseWidening(m.layoutText)
-		if !ok {
-			return false, fmt.Errorf("%w: the pool (%q) is not widening", ErrWidening, p.layout)
-		}
-		if err := s.widenCensus(ctx, wd, &out); err != nil {
+		p, wd, err := s.widenStep(ctx, m, &out, true)
+		if err != nil || !apply {
 			return false, err
-		}
-		if n := out.Live[wd.from]; n > 0 {
-			return false, fmt.Errorf("%w: %d slots of the old layout %q are live: replace their instances first", ErrWidening, n, wd.from)
-		}
-		if err := s.settled(ctx, m); err != nil {
-			return false, err
-		}
-		if !apply {
-			return false, nil
 		}
 		// The change a take of the new layout would make: every row of the
 		// old layout floored above its IDs. Its wait for a floor ahead of
 		// the clock is for a starter about to issue; here the rows keep the
 		// floor, and the takes after it wait.
 		s.r.Layout, s.r.Workers, s.r.Now, s.r.Lead = wd.to, wd.toWorker, time.Now, 24*time.Hour
-		st := parseSlots(m.slotsText)
+		st := m.slots()
 		// Rows of the new layout made later start above every ID of the
 		// old one (its rows' floor), not above the new layout's live
 		// promises, which only their own rows carry: the '__layout__' row
@@ -355,23 +365,9 @@ func CancelWiden(ctx context.Context, db *sql.DB, dialectName string, apply bool
 	var out Widening
 	var err error
 	out.Applied, err = operate(ctx, db, dialectName, func(s *session, m markers) (bool, error) {
-		p := parsePoolText(m.layoutText)
-		out.From, out.To = p.layout, p.widen
-		wd, ok := parseWidening(m.layoutText)
-		if !ok {
-			return false, fmt.Errorf("%w: the pool (%q) is not widening", ErrWidening, p.layout)
-		}
-		if err := s.widenCensus(ctx, wd, &out); err != nil {
+		p, wd, err := s.widenStep(ctx, m, &out, false)
+		if err != nil || !apply {
 			return false, err
-		}
-		if n := out.Live[wd.to]; n > 0 {
-			return false, fmt.Errorf("%w: %d slots of the wider layout %q are live: replace their instances first", ErrWidening, n, wd.to)
-		}
-		if err := s.settled(ctx, m); err != nil {
-			return false, err
-		}
-		if !apply {
-			return false, nil
 		}
 		// No renewal sent before a new slot expired may revive it after
 		// the cancel, when no take of its old worker id reads it any more.
@@ -387,7 +383,7 @@ func CancelWiden(ctx context.Context, db *sql.DB, dialectName string, apply bool
 			return false, fmt.Errorf("floor the old layout's rows: %w", err)
 		}
 		p.widen = ""
-		st := parseSlots(m.slotsText)
+		st := m.slots()
 		st.widen = ""
 		return true, s.writePoolRows(ctx, m.made, st, p.String())
 	})
@@ -431,6 +427,14 @@ func (s *session) widenCensus(ctx context.Context, wd widening, out *Widening) e
 		}
 	}
 	return nil
+}
+
+// slots is the '__slots__' row's text as an operator's step writes it
+// back: with the longest TTL either pool row keeps (each keeps a copy).
+func (m markers) slots() slots {
+	st := parseSlots(m.slotsText)
+	st.ttl = max(st.ttl, m.layoutTTL)
+	return st
 }
 
 // operate runs f in a transaction that holds the pool's rows as the locked
