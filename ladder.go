@@ -236,7 +236,7 @@ func openDB(ctx context.Context, db *sql.DB, dialectName string, opts []Option) 
 // explicitWorkerID returns the fixed worker id of rung 1, if any.
 func (c *config) explicitWorkerID() (int64, bool, error) {
 	lo, max := c.workerRange()
-	what := "the layout's 0.." + strconv.FormatInt(max, 10)
+	what := "0.." + strconv.FormatInt(max, 10)
 	if c.rangeSet {
 		what = fmt.Sprintf("WithWorkerRange's %d..%d", lo, max)
 	}
