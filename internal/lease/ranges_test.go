@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,10 +38,9 @@ func TestRangeTakes(t *testing.T) {
 	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
 		db := b.Fresh(t)
 		db.SetMaxOpenConns(8)
-		var n int
+		var n atomic.Int64
 		vals := takeConcurrently(t, 6, func(ctx context.Context) (int64, error) {
-			n++
-			l, err := Take(ctx, ranged(db.DB, b.Dialect, fmt.Sprintf("r%d@h@1@1", n), 700, 705))
+			l, err := Take(ctx, ranged(db.DB, b.Dialect, fmt.Sprintf("r%d@h@1@1", n.Add(1)), 700, 705))
 			return l.WorkerID, err
 		})
 		slices.Sort(vals)
