@@ -132,15 +132,6 @@ func parseLayout(t string) (layout string, floor int64) {
 	return p.layout, p.floor
 }
 
-// parseRange is the worker range a layoutText records ("" for none: the
-// layout's whole range).
-func parseRange(t string) string { return parsePoolText(t).rng }
-
-func parseLayoutText(t string) (layout, rng string, floor int64) {
-	p := parsePoolText(t)
-	return p.layout, p.rng, p.floor
-}
-
 // slots is the '__slots__' row's instance: "ttl=<ms> until=<ms>
 // layout=<tag> range=<lo-hi>", the tag with its space written '@' (older
 // entflakes, which write the first two, read past the others).

@@ -415,6 +415,7 @@ func (s *session) widenCensus(ctx context.Context, wd widening, out *Widening) e
 			return fmt.Errorf("lock the slots: %w", err)
 		}
 	}
+	// Every live slot: none is inside the empty range -1..-1.
 	now, live, err := s.liveOutside(ctx, -1, -1)
 	if err != nil {
 		return err
