@@ -1,7 +1,9 @@
 // Package entext is the entc extension of entflake. It runs only at code
-// generation (entc.go); the code it writes into the ent package needs only
-// the runtime package entflake and the table definition in package schema,
-// so entc and its dependencies stay out of the application's binary.
+// generation (entc.go); the code it writes into the ent package is glue over
+// the runtime packages entflake and entext/entrt (which holds all that does
+// not depend on the schema) and the table definition in package schema, so
+// entc and its dependencies stay out of the application's binary, and a fix
+// in the runtime reaches a graph without regenerating it.
 //
 // Enable it in entc.go:
 //
@@ -89,7 +91,7 @@
 // (it gives each type an id range, which pre-assigned ids ignore), or for
 // the few names that would clash with what it generates: a type named
 // IDGenerator, NextID or Entflake (whose model file would be entflake.go),
-// a field whose mutation field would be entflakeBatch or entflakeState (the extension's own,
+// a field whose mutation field would be entflakeState (the extension's own,
 // on a type with the mixin) or entflakeRefused (on a type with a field marked
 // mixin.JSONString()), a field that would be the struct field
 // UnmarshalJSON of a type that gets one, and a dependency (entc.Dependency) whose field is entflake or whose
@@ -305,7 +307,7 @@ func Check(g *gen.Graph) error {
 		}
 		users = append(users, n.Name)
 		for _, f := range n.Fields {
-			if b := f.BuilderField(); b == "entflakeBatch" || b == "entflakeState" {
+			if b := f.BuilderField(); b == "entflakeState" {
 				fail("schema %s: field %s would clash with the %s field entflake adds to its mutation; rename the field", n.Name, f.Name, b)
 			}
 		}

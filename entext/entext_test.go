@@ -152,14 +152,6 @@ func (JSONClash) Mixin() []ent.Mixin { return []ent.Mixin{entflakemixin.Snowflak
 
 func (JSONClash) Fields() []ent.Field { return []ent.Field{field.String("unmarshal_json")} }
 
-// BatchClash has a field whose mutation field is the entflakeBatch that
-// entflake adds to the mutation of a type with the mixin.
-type BatchClash struct{ ent.Schema }
-
-func (BatchClash) Mixin() []ent.Mixin { return []ent.Mixin{entflakemixin.SnowflakeID{}} }
-
-func (BatchClash) Fields() []ent.Field { return []ent.Field{field.String("entflakeBatch")} }
-
 // GeneratedClash has a field whose mutation field is the extension's
 // entflakeState.
 type GeneratedClash struct{ ent.Schema }
@@ -320,7 +312,6 @@ func TestCheck(t *testing.T) {
 		"name clash":      {[]ent.Interface{NextID{}}, nil, []string{"schema NextID", "clash"}},
 		"file clash":      {[]ent.Interface{Entflake{}}, nil, []string{"schema Entflake", "entflake.go"}},
 		"method clash":    {[]ent.Interface{JSONClash{}}, nil, []string{"schema JSONClash", "field unmarshal_json", "UnmarshalJSON"}},
-		"batch clash":     {[]ent.Interface{BatchClash{}}, nil, []string{"schema BatchClash", "field entflakeBatch", "rename the field"}},
 		"refused clash":   {[]ent.Interface{RefusedClash{}}, nil, []string{"schema RefusedClash", "field entflakeRefused", "rename the field"}},
 		"generated clash": {[]ent.Interface{GeneratedClash{}}, nil, []string{"schema GeneratedClash", "field entflakeState", "rename the field"}},
 		"edge schema":     {[]ent.Interface{User{}, Group{}, Membership{}}, nil, []string{"schema Membership", "edge schema"}},
@@ -429,14 +420,14 @@ func TestGeneratedJSON(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(b), "OwnerID *int64 `json:\"owner_id,string,omitempty\"`")
 	assert.Contains(t, string(b), "func (_m *GoodRef) UnmarshalJSON(data []byte) error {")
-	assert.Contains(t, string(b), `entflakeJSONIDPtr{&_m.OwnerID, "GoodRef.owner_id"}`)
+	assert.Contains(t, string(b), `entflakeJSONIDPtr{ID: &_m.OwnerID, Label: "ent: GoodRef.owner_id"}`)
 	b, err = os.ReadFile(filepath.Join(g.Target, "good.go"))
 	require.NoError(t, err)
 	assert.NotContains(t, string(b), "UnmarshalJSON")
 	assert.Contains(t, string(b), "int64 `json:\"id,omitempty\"`")
 	b, err = os.ReadFile(filepath.Join(g.Target, "entflake.go"))
 	require.NoError(t, err)
-	assert.Contains(t, string(b), "func entflakeParseJSONID(")
+	assert.Contains(t, string(b), "entflakeJSONIDPtr = entrt.JSONIDPtr")
 
 	// Without the mixin in the graph, the helpers are there all the same.
 	g = graph(t, nil, GoodRef{})
@@ -444,7 +435,7 @@ func TestGeneratedJSON(t *testing.T) {
 	require.NoError(t, g.Gen())
 	b, err = os.ReadFile(filepath.Join(g.Target, "entflake.go"))
 	require.NoError(t, err)
-	assert.Contains(t, string(b), "func entflakeParseJSONID(")
+	assert.Contains(t, string(b), "entflakeJSONIDPtr = entrt.JSONIDPtr")
 	assert.Contains(t, string(b), `"encoding/json"`)
 
 	g = graph(t, nil, Good{})
@@ -452,7 +443,7 @@ func TestGeneratedJSON(t *testing.T) {
 	require.NoError(t, g.Gen())
 	b, err = os.ReadFile(filepath.Join(g.Target, "entflake.go"))
 	require.NoError(t, err)
-	assert.NotContains(t, string(b), "entflakeParseJSONID")
+	assert.NotContains(t, string(b), "entflakeJSONID")
 	assert.NotContains(t, string(b), "encoding/json")
 }
 

@@ -2593,11 +2593,7 @@ type SnowMutation struct {
 	done          bool
 	oldValue      func(context.Context) (*Snow, error)
 	predicates    []predicate.Snow
-	// entflakeBatch are the builders of the CreateBulk whose INSERT the
-	// mutation ran in, if any (entflakeStatement). A pointer: one word
-	// more in every mutation, not three.
-	entflakeBatch *[]*SnowCreate
-	// entflakeState is the hook's state of a create (entflakeIDs).
+	// entflakeState is the hook's state of a create (entrt.IDState).
 	entflakeState entflakeState
 }
 
@@ -3021,11 +3017,7 @@ type Snow8Mutation struct {
 	done          bool
 	oldValue      func(context.Context) (*Snow8, error)
 	predicates    []predicate.Snow8
-	// entflakeBatch are the builders of the CreateBulk whose INSERT the
-	// mutation ran in, if any (entflakeStatement). A pointer: one word
-	// more in every mutation, not three.
-	entflakeBatch *[]*Snow8Create
-	// entflakeState is the hook's state of a create (entflakeIDs).
+	// entflakeState is the hook's state of a create (entrt.IDState).
 	entflakeState entflakeState
 }
 
@@ -3449,11 +3441,7 @@ type Snow8RowMutation struct {
 	done          bool
 	oldValue      func(context.Context) (*Snow8Row, error)
 	predicates    []predicate.Snow8Row
-	// entflakeBatch are the builders of the CreateBulk whose INSERT the
-	// mutation ran in, if any (entflakeStatement). A pointer: one word
-	// more in every mutation, not three.
-	entflakeBatch *[]*Snow8RowCreate
-	// entflakeState is the hook's state of a create (entflakeIDs).
+	// entflakeState is the hook's state of a create (entrt.IDState).
 	entflakeState entflakeState
 }
 
@@ -4293,11 +4281,7 @@ type UpSnowMutation struct {
 	done          bool
 	oldValue      func(context.Context) (*UpSnow, error)
 	predicates    []predicate.UpSnow
-	// entflakeBatch are the builders of the CreateBulk whose INSERT the
-	// mutation ran in, if any (entflakeStatement). A pointer: one word
-	// more in every mutation, not three.
-	entflakeBatch *[]*UpSnowCreate
-	// entflakeState is the hook's state of a create (entflakeIDs).
+	// entflakeState is the hook's state of a create (entrt.IDState).
 	entflakeState entflakeState
 }
 

@@ -146,7 +146,7 @@ func (_m *Account) UnmarshalJSON(data []byte) error {
 		ID entflakeJSONID `json:"id"`
 		*entflakeFields
 	}{
-		entflakeJSONID{&_m.ID, "Account.id"},
+		entflakeJSONID{ID: &_m.ID, Label: "ent: Account.id"},
 		(*entflakeFields)(_m),
 	})
 }

@@ -160,9 +160,9 @@ func (_m *Entry) UnmarshalJSON(data []byte) error {
 		AccountID entflakeJSONID `json:"account_id"`
 		*entflakeFields
 	}{
-		entflakeJSONID{&_m.ID, "Entry.id"},
-		entflakeJSONID{&_m.GroupID, "Entry.group_id"},
-		entflakeJSONID{&_m.AccountID, "Entry.account_id"},
+		entflakeJSONID{ID: &_m.ID, Label: "ent: Entry.id"},
+		entflakeJSONID{ID: &_m.GroupID, Label: "ent: Entry.group_id"},
+		entflakeJSONID{ID: &_m.AccountID, Label: "ent: Entry.account_id"},
 		(*entflakeFields)(_m),
 	})
 }

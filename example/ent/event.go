@@ -125,7 +125,7 @@ func (_m *Event) UnmarshalJSON(data []byte) error {
 		ID entflakeJSONID `json:"id"`
 		*entflakeFields
 	}{
-		entflakeJSONID{&_m.ID, "Event.id"},
+		entflakeJSONID{ID: &_m.ID, Label: "ent: Event.id"},
 		(*entflakeFields)(_m),
 	})
 }

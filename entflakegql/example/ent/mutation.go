@@ -382,11 +382,7 @@ type PostMutation struct {
 	done           bool
 	oldValue       func(context.Context) (*Post, error)
 	predicates     []predicate.Post
-	// entflakeBatch are the builders of the CreateBulk whose INSERT the
-	// mutation ran in, if any (entflakeStatement). A pointer: one word
-	// more in every mutation, not three.
-	entflakeBatch *[]*PostCreate
-	// entflakeState is the hook's state of a create (entflakeIDs).
+	// entflakeState is the hook's state of a create (entrt.IDState).
 	entflakeState entflakeState
 }
 
@@ -1022,11 +1018,7 @@ type TagMutation struct {
 	done          bool
 	oldValue      func(context.Context) (*Tag, error)
 	predicates    []predicate.Tag
-	// entflakeBatch are the builders of the CreateBulk whose INSERT the
-	// mutation ran in, if any (entflakeStatement). A pointer: one word
-	// more in every mutation, not three.
-	entflakeBatch *[]*TagCreate
-	// entflakeState is the hook's state of a create (entflakeIDs).
+	// entflakeState is the hook's state of a create (entrt.IDState).
 	entflakeState entflakeState
 }
 
@@ -1453,11 +1445,7 @@ type UserMutation struct {
 	done          bool
 	oldValue      func(context.Context) (*User, error)
 	predicates    []predicate.User
-	// entflakeBatch are the builders of the CreateBulk whose INSERT the
-	// mutation ran in, if any (entflakeStatement). A pointer: one word
-	// more in every mutation, not three.
-	entflakeBatch *[]*UserCreate
-	// entflakeState is the hook's state of a create (entflakeIDs).
+	// entflakeState is the hook's state of a create (entrt.IDState).
 	entflakeState entflakeState
 }
 

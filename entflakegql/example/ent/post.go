@@ -183,7 +183,7 @@ func (_m *Post) UnmarshalJSON(data []byte) error {
 		ReplyToID entflakeJSONIDPtr `json:"reply_to_id"`
 		*entflakeFields
 	}{
-		entflakeJSONIDPtr{&_m.ReplyToID, "Post.reply_to_id"},
+		entflakeJSONIDPtr{ID: &_m.ReplyToID, Label: "ent: Post.reply_to_id"},
 		(*entflakeFields)(_m),
 	})
 }

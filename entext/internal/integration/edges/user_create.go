@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
@@ -196,7 +195,7 @@ func (_c *UserCreate) createSpec() (*User, *sqlgraph.CreateSpec) {
 	)
 	_spec.OnConflict = _c.conflict
 	if len(_spec.OnConflict) > 0 {
-		_spec.OnConflict = entflakeUpsert(_c.driver.Dialect(), _spec.OnConflict, _spec, _c.mutation.entflakeState.generated(_c.mutation.ID()))
+		_spec.OnConflict = entflakeUpsert(&_c.config, _spec, _c.mutation.entflakeState.Generated(_c.mutation.ID()))
 	}
 	if id, ok := _c.mutation.ID(); ok {
 		_node.ID = id
@@ -535,48 +534,16 @@ func (_c *UserCreateBulk) Save(ctx context.Context) ([]*User, error) {
 				} else {
 					spec := &sqlgraph.BatchCreateSpec{Nodes: specs}
 					spec.OnConflict = _c.conflict
+					entflakeBatch := entflakeNewBatch(len(_c.builders))
 					for _, b := range _c.builders {
-						b.mutation.entflakeBatch = &_c.builders
+						entflakeBatch.Add(&b.mutation.entflakeState, b.mutation.ID)
 					}
 					if len(spec.OnConflict) > 0 {
-						generated := make([]bool, len(_c.builders))
-						for j, b := range _c.builders {
-							generated[j] = b.mutation.entflakeState.generated(b.mutation.ID())
+						for j := range nodes {
+							nodes[j].ID = 0
 						}
-						path, why, err := entflakeBulkPath(ctx, &_c.config, spec.OnConflict, generated)
-						switch {
-						case err != nil:
+						if err := entflakeBulkUpsert(ctx, &_c.config, spec, entflakeBatch); err != nil {
 							return nil, err
-						case path == entflakeOneStatement:
-							n := len(spec.OnConflict)
-							spec.OnConflict = append(spec.OnConflict[:n:n], entflakeKeepBatchID(_c.driver.Dialect(), "id", !slices.Contains(generated, false)))
-							// RETURNING gives every row's stored id, in order; ent's code
-							// after BatchCreate copies it only into an entity whose ID is 0.
-							for j := range nodes {
-								nodes[j].ID = 0
-							}
-						default:
-							if path == entflakeSelectBack {
-								var fallback bool
-								if fallback, why, err = entflakeBulkSelect(ctx, &_c.config, spec, generated); err == nil && fallback {
-									path = entflakePerRow
-								}
-							}
-							if path == entflakeReturning {
-								err = entflakeBulkReturning(ctx, &_c.config, spec, generated)
-							} else if path == entflakePerRow {
-								if _c.debug {
-									_c.log(fmt.Sprintf("entflake: bulk upsert into %s runs one upsert per row: %s", "users", why))
-								}
-								err = entflakeUpsertEach(ctx, &_c.config, spec, generated)
-							}
-							if err != nil {
-								return nil, err
-							}
-							for j, s := range spec.Nodes {
-								nodes[j].ID, _ = s.ID.Value.(int64)
-							}
-							spec.Nodes = nil
 						}
 					}
 					entflakeKeepBatchIDs(_c.driver.Dialect(), spec)

@@ -135,7 +135,7 @@ func (_m *Doc) UnmarshalJSON(data []byte) error {
 		ID entflakeJSONID `json:"id"`
 		*entflakeFields
 	}{
-		entflakeJSONID{&_m.ID, "Doc.id"},
+		entflakeJSONID{ID: &_m.ID, Label: "ent: Doc.id"},
 		(*entflakeFields)(_m),
 	})
 }

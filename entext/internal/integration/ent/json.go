@@ -165,7 +165,7 @@ func (_m *Json) UnmarshalJSON(data []byte) error {
 		ID entflakeJSONID `json:"id"`
 		*entflakeFields
 	}{
-		entflakeJSONID{&_m.ID, "Json.id"},
+		entflakeJSONID{ID: &_m.ID, Label: "ent: Json.id"},
 		(*entflakeFields)(_m),
 	})
 }

@@ -64,11 +64,7 @@ type BuilderMutation struct {
 	done          bool
 	oldValue      func(context.Context) (*Builder, error)
 	predicates    []predicate.Builder
-	// entflakeBatch are the builders of the CreateBulk whose INSERT the
-	// mutation ran in, if any (entflakeStatement). A pointer: one word
-	// more in every mutation, not three.
-	entflakeBatch *[]*BuilderCreate
-	// entflakeState is the hook's state of a create (entflakeIDs).
+	// entflakeState is the hook's state of a create (entrt.IDState).
 	entflakeState entflakeState
 }
 
@@ -495,11 +491,7 @@ type DocMutation struct {
 	done              bool
 	oldValue          func(context.Context) (*Doc, error)
 	predicates        []predicate.Doc
-	// entflakeBatch are the builders of the CreateBulk whose INSERT the
-	// mutation ran in, if any (entflakeStatement). A pointer: one word
-	// more in every mutation, not three.
-	entflakeBatch *[]*DocCreate
-	// entflakeState is the hook's state of a create (entflakeIDs).
+	// entflakeState is the hook's state of a create (entrt.IDState).
 	entflakeState entflakeState
 }
 
@@ -928,11 +920,7 @@ type JSONMutation struct {
 	done          bool
 	oldValue      func(context.Context) (*Json, error)
 	predicates    []predicate.Json
-	// entflakeBatch are the builders of the CreateBulk whose INSERT the
-	// mutation ran in, if any (entflakeStatement). A pointer: one word
-	// more in every mutation, not three.
-	entflakeBatch *[]*JSONCreate
-	// entflakeState is the hook's state of a create (entflakeIDs).
+	// entflakeState is the hook's state of a create (entrt.IDState).
 	entflakeState entflakeState
 }
 
@@ -1484,11 +1472,7 @@ type MutatorsMutation struct {
 	done          bool
 	oldValue      func(context.Context) (*Mutators, error)
 	predicates    []predicate.Mutators
-	// entflakeBatch are the builders of the CreateBulk whose INSERT the
-	// mutation ran in, if any (entflakeStatement). A pointer: one word
-	// more in every mutation, not three.
-	entflakeBatch *[]*MutatorsCreate
-	// entflakeState is the hook's state of a create (entflakeIDs).
+	// entflakeState is the hook's state of a create (entrt.IDState).
 	entflakeState entflakeState
 }
 
@@ -2040,11 +2024,7 @@ type NodeMutation struct {
 	done          bool
 	oldValue      func(context.Context) (*Node, error)
 	predicates    []predicate.Node
-	// entflakeBatch are the builders of the CreateBulk whose INSERT the
-	// mutation ran in, if any (entflakeStatement). A pointer: one word
-	// more in every mutation, not three.
-	entflakeBatch *[]*NodeCreate
-	// entflakeState is the hook's state of a create (entflakeIDs).
+	// entflakeState is the hook's state of a create (entrt.IDState).
 	entflakeState entflakeState
 }
 
@@ -2595,7 +2575,7 @@ type NoteMutation struct {
 	oldValue      func(context.Context) (*Note, error)
 	predicates    []predicate.Note
 	// entflakeRefused is the error of a value that an upsert's Set or Add
-	// refused, kept whole for the hook to return (entflakeRefusals).
+	// refused, kept whole for the hook to return (entrt.Refusals).
 	entflakeRefused error
 }
 
@@ -3068,11 +3048,7 @@ type PartMutation struct {
 	done          bool
 	oldValue      func(context.Context) (*Part, error)
 	predicates    []predicate.Part
-	// entflakeBatch are the builders of the CreateBulk whose INSERT the
-	// mutation ran in, if any (entflakeStatement). A pointer: one word
-	// more in every mutation, not three.
-	entflakeBatch *[]*PartCreate
-	// entflakeState is the hook's state of a create (entflakeIDs).
+	// entflakeState is the hook's state of a create (entrt.IDState).
 	entflakeState entflakeState
 }
 
@@ -3878,13 +3854,9 @@ type ReferenceMutation struct {
 	oldValue        func(context.Context) (*Reference, error)
 	predicates      []predicate.Reference
 	// entflakeRefused is the error of a value that an upsert's Set or Add
-	// refused, kept whole for the hook to return (entflakeRefusals).
+	// refused, kept whole for the hook to return (entrt.Refusals).
 	entflakeRefused error
-	// entflakeBatch are the builders of the CreateBulk whose INSERT the
-	// mutation ran in, if any (entflakeStatement). A pointer: one word
-	// more in every mutation, not three.
-	entflakeBatch *[]*ReferenceCreate
-	// entflakeState is the hook's state of a create (entflakeIDs).
+	// entflakeState is the hook's state of a create (entrt.IDState).
 	entflakeState entflakeState
 }
 
@@ -4861,11 +4833,7 @@ type RootMutation struct {
 	done          bool
 	oldValue      func(context.Context) (*Root, error)
 	predicates    []predicate.Root
-	// entflakeBatch are the builders of the CreateBulk whose INSERT the
-	// mutation ran in, if any (entflakeStatement). A pointer: one word
-	// more in every mutation, not three.
-	entflakeBatch *[]*RootCreate
-	// entflakeState is the hook's state of a create (entflakeIDs).
+	// entflakeState is the hook's state of a create (entrt.IDState).
 	entflakeState entflakeState
 }
 
@@ -5417,11 +5385,7 @@ type SpecMutation struct {
 	done          bool
 	oldValue      func(context.Context) (*Spec, error)
 	predicates    []predicate.Spec
-	// entflakeBatch are the builders of the CreateBulk whose INSERT the
-	// mutation ran in, if any (entflakeStatement). A pointer: one word
-	// more in every mutation, not three.
-	entflakeBatch *[]*SpecCreate
-	// entflakeState is the hook's state of a create (entflakeIDs).
+	// entflakeState is the hook's state of a create (entrt.IDState).
 	entflakeState entflakeState
 }
 
@@ -5970,11 +5934,7 @@ type StrconvMutation struct {
 	done          bool
 	oldValue      func(context.Context) (*Strconv, error)
 	predicates    []predicate.Strconv
-	// entflakeBatch are the builders of the CreateBulk whose INSERT the
-	// mutation ran in, if any (entflakeStatement). A pointer: one word
-	// more in every mutation, not three.
-	entflakeBatch *[]*StrconvCreate
-	// entflakeState is the hook's state of a create (entflakeIDs).
+	// entflakeState is the hook's state of a create (entrt.IDState).
 	entflakeState entflakeState
 }
 
@@ -6444,11 +6404,7 @@ type WidgetMutation struct {
 	done          bool
 	oldValue      func(context.Context) (*Widget, error)
 	predicates    []predicate.Widget
-	// entflakeBatch are the builders of the CreateBulk whose INSERT the
-	// mutation ran in, if any (entflakeStatement). A pointer: one word
-	// more in every mutation, not three.
-	entflakeBatch *[]*WidgetCreate
-	// entflakeState is the hook's state of a create (entflakeIDs).
+	// entflakeState is the hook's state of a create (entrt.IDState).
 	entflakeState entflakeState
 }
 

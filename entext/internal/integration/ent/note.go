@@ -118,8 +118,8 @@ func (_m *Note) UnmarshalJSON(data []byte) error {
 		AltID entflakeJSONID `json:"alt"`
 		*entflakeFields
 	}{
-		entflakeJSONID{&_m.DocID, "Note.doc_id (JSON key \"docRef\")"},
-		entflakeJSONID{&_m.AltID, "Note.alt_id (JSON key \"alt\")"},
+		entflakeJSONID{ID: &_m.DocID, Label: "ent: Note.doc_id (JSON key \"docRef\")"},
+		entflakeJSONID{ID: &_m.AltID, Label: "ent: Note.alt_id (JSON key \"alt\")"},
 		(*entflakeFields)(_m),
 	})
 }

@@ -236,12 +236,12 @@ func (_m *Reference) UnmarshalJSON(data []byte) error {
 		NilID    entflakeJSONIDPtr `json:"nil_id"`
 		*entflakeFields
 	}{
-		entflakeJSONID{&_m.ID, "Reference.id"},
-		entflakeJSONID{&_m.DocID, "Reference.doc_id"},
-		entflakeJSONIDPtr{&_m.ParentID, "Reference.parent_id"},
-		entflakeJSONID{&_m.OtherID, "Reference.other_id"},
-		entflakeJSONID{&_m.MaybeID, "Reference.maybe_id"},
-		entflakeJSONIDPtr{&_m.NilID, "Reference.nil_id"},
+		entflakeJSONID{ID: &_m.ID, Label: "ent: Reference.id"},
+		entflakeJSONID{ID: &_m.DocID, Label: "ent: Reference.doc_id"},
+		entflakeJSONIDPtr{ID: &_m.ParentID, Label: "ent: Reference.parent_id"},
+		entflakeJSONID{ID: &_m.OtherID, Label: "ent: Reference.other_id"},
+		entflakeJSONID{ID: &_m.MaybeID, Label: "ent: Reference.maybe_id"},
+		entflakeJSONIDPtr{ID: &_m.NilID, Label: "ent: Reference.nil_id"},
 		(*entflakeFields)(_m),
 	})
 }

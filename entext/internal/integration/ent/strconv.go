@@ -149,7 +149,7 @@ func (_m *Strconv) UnmarshalJSON(data []byte) error {
 		ID entflakeJSONID `json:"id"`
 		*entflakeFields
 	}{
-		entflakeJSONID{&_m.ID, "Strconv.id"},
+		entflakeJSONID{ID: &_m.ID, Label: "ent: Strconv.id"},
 		(*entflakeFields)(_m),
 	})
 }

@@ -41,11 +41,7 @@ type SpecsMutation struct {
 	done          bool
 	oldValue      func(context.Context) (*Specs, error)
 	predicates    []predicate.Specs
-	// entflakeBatch are the builders of the CreateBulk whose INSERT the
-	// mutation ran in, if any (entflakeStatement). A pointer: one word
-	// more in every mutation, not three.
-	entflakeBatch *[]*SpecsCreate
-	// entflakeState is the hook's state of a create (entflakeIDs).
+	// entflakeState is the hook's state of a create (entrt.IDState).
 	entflakeState entflakeState
 }
 
@@ -512,11 +508,7 @@ type VMutation struct {
 	done          bool
 	oldValue      func(context.Context) (*V, error)
 	predicates    []predicate.V
-	// entflakeBatch are the builders of the CreateBulk whose INSERT the
-	// mutation ran in, if any (entflakeStatement). A pointer: one word
-	// more in every mutation, not three.
-	entflakeBatch *[]*VCreate
-	// entflakeState is the hook's state of a create (entflakeIDs).
+	// entflakeState is the hook's state of a create (entrt.IDState).
 	entflakeState entflakeState
 }
 

@@ -42,11 +42,7 @@ type AccountMutation struct {
 	done          bool
 	oldValue      func(context.Context) (*Account, error)
 	predicates    []predicate.Account
-	// entflakeBatch are the builders of the CreateBulk whose INSERT the
-	// mutation ran in, if any (entflakeStatement). A pointer: one word
-	// more in every mutation, not three.
-	entflakeBatch *[]*AccountCreate
-	// entflakeState is the hook's state of a create (entflakeIDs).
+	// entflakeState is the hook's state of a create (entrt.IDState).
 	entflakeState entflakeState
 }
 

@@ -61,7 +61,7 @@ type (
 
 		// entflake assigns the IDs of entity types with the SnowflakeID mixin.
 		entflake interface{ NextID() (int64, error) }
-		// entflakeServer is what the client learned of its server (entflakeBulkPath).
+		// entflakeServer is what the client learned of its server (entrt.Server).
 		entflakeServer *entflakeServer
 		// schemaConfig contains alternative names for all tables.
 		schemaConfig SchemaConfig

@@ -41,11 +41,7 @@ type ItemMutation struct {
 	done          bool
 	oldValue      func(context.Context) (*Item, error)
 	predicates    []predicate.Item
-	// entflakeBatch are the builders of the CreateBulk whose INSERT the
-	// mutation ran in, if any (entflakeStatement). A pointer: one word
-	// more in every mutation, not three.
-	entflakeBatch *[]*ItemCreate
-	// entflakeState is the hook's state of a create (entflakeIDs).
+	// entflakeState is the hook's state of a create (entrt.IDState).
 	entflakeState entflakeState
 }
 
@@ -447,11 +443,7 @@ type ThingMutation struct {
 	done          bool
 	oldValue      func(context.Context) (*Thing, error)
 	predicates    []predicate.Thing
-	// entflakeBatch are the builders of the CreateBulk whose INSERT the
-	// mutation ran in, if any (entflakeStatement). A pointer: one word
-	// more in every mutation, not three.
-	entflakeBatch *[]*ThingCreate
-	// entflakeState is the hook's state of a create (entflakeIDs).
+	// entflakeState is the hook's state of a create (entrt.IDState).
 	entflakeState entflakeState
 }
 

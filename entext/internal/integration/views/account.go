@@ -124,8 +124,8 @@ func (_m *Account) UnmarshalJSON(data []byte) error {
 		OwnerID entflakeJSONIDPtr `json:"owner_id"`
 		*entflakeFields
 	}{
-		entflakeJSONID{&_m.ID, "Account.id"},
-		entflakeJSONIDPtr{&_m.OwnerID, "Account.owner_id"},
+		entflakeJSONID{ID: &_m.ID, Label: "views: Account.id"},
+		entflakeJSONIDPtr{ID: &_m.OwnerID, Label: "views: Account.owner_id"},
 		(*entflakeFields)(_m),
 	})
 }

@@ -130,9 +130,9 @@ func (_m *AccountSummary) UnmarshalJSON(data []byte) error {
 		OwnerID   entflakeJSONIDPtr `json:"owner_id"`
 		*entflakeFields
 	}{
-		entflakeJSONID{&_m.ID, "AccountSummary.id"},
-		entflakeJSONID{&_m.AccountID, "AccountSummary.account_id"},
-		entflakeJSONIDPtr{&_m.OwnerID, "AccountSummary.owner_id"},
+		entflakeJSONID{ID: &_m.ID, Label: "views: AccountSummary.id"},
+		entflakeJSONID{ID: &_m.AccountID, Label: "views: AccountSummary.account_id"},
+		entflakeJSONIDPtr{ID: &_m.OwnerID, Label: "views: AccountSummary.owner_id"},
 		(*entflakeFields)(_m),
 	})
 }

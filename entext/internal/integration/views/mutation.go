@@ -43,13 +43,9 @@ type AccountMutation struct {
 	oldValue      func(context.Context) (*Account, error)
 	predicates    []predicate.Account
 	// entflakeRefused is the error of a value that an upsert's Set or Add
-	// refused, kept whole for the hook to return (entflakeRefusals).
+	// refused, kept whole for the hook to return (entrt.Refusals).
 	entflakeRefused error
-	// entflakeBatch are the builders of the CreateBulk whose INSERT the
-	// mutation ran in, if any (entflakeStatement). A pointer: one word
-	// more in every mutation, not three.
-	entflakeBatch *[]*AccountCreate
-	// entflakeState is the hook's state of a create (entflakeIDs).
+	// entflakeState is the hook's state of a create (entrt.IDState).
 	entflakeState entflakeState
 }
 
@@ -496,13 +492,9 @@ type TransferMutation struct {
 	oldValue      func(context.Context) (*Transfer, error)
 	predicates    []predicate.Transfer
 	// entflakeRefused is the error of a value that an upsert's Set or Add
-	// refused, kept whole for the hook to return (entflakeRefusals).
+	// refused, kept whole for the hook to return (entrt.Refusals).
 	entflakeRefused error
-	// entflakeBatch are the builders of the CreateBulk whose INSERT the
-	// mutation ran in, if any (entflakeStatement). A pointer: one word
-	// more in every mutation, not three.
-	entflakeBatch *[]*TransferCreate
-	// entflakeState is the hook's state of a create (entflakeIDs).
+	// entflakeState is the hook's state of a create (entrt.IDState).
 	entflakeState entflakeState
 }
 

@@ -107,7 +107,7 @@ func (_m *Transfer) UnmarshalJSON(data []byte) error {
 		AccountID entflakeJSONID `json:"account_id"`
 		*entflakeFields
 	}{
-		entflakeJSONID{&_m.AccountID, "Transfer.account_id"},
+		entflakeJSONID{ID: &_m.AccountID, Label: "views: Transfer.account_id"},
 		(*entflakeFields)(_m),
 	})
 }

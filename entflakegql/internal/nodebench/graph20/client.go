@@ -132,7 +132,7 @@ type (
 
 		// entflake assigns the IDs of entity types with the SnowflakeID mixin.
 		entflake interface{ NextID() (int64, error) }
-		// entflakeServer is what the client learned of its server (entflakeBulkPath).
+		// entflakeServer is what the client learned of its server (entrt.Server).
 		entflakeServer *entflakeServer
 	}
 	// Option function to configure the client.

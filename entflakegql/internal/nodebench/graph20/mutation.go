@@ -75,11 +75,7 @@ type T01Mutation struct {
 	done          bool
 	oldValue      func(context.Context) (*T01, error)
 	predicates    []predicate.T01
-	// entflakeBatch are the builders of the CreateBulk whose INSERT the
-	// mutation ran in, if any (entflakeStatement). A pointer: one word
-	// more in every mutation, not three.
-	entflakeBatch *[]*T01Create
-	// entflakeState is the hook's state of a create (entflakeIDs).
+	// entflakeState is the hook's state of a create (entrt.IDState).
 	entflakeState entflakeState
 }
 
@@ -413,11 +409,7 @@ type T02Mutation struct {
 	done          bool
 	oldValue      func(context.Context) (*T02, error)
 	predicates    []predicate.T02
-	// entflakeBatch are the builders of the CreateBulk whose INSERT the
-	// mutation ran in, if any (entflakeStatement). A pointer: one word
-	// more in every mutation, not three.
-	entflakeBatch *[]*T02Create
-	// entflakeState is the hook's state of a create (entflakeIDs).
+	// entflakeState is the hook's state of a create (entrt.IDState).
 	entflakeState entflakeState
 }
 
@@ -751,11 +743,7 @@ type T03Mutation struct {
 	done          bool
 	oldValue      func(context.Context) (*T03, error)
 	predicates    []predicate.T03
-	// entflakeBatch are the builders of the CreateBulk whose INSERT the
-	// mutation ran in, if any (entflakeStatement). A pointer: one word
-	// more in every mutation, not three.
-	entflakeBatch *[]*T03Create
-	// entflakeState is the hook's state of a create (entflakeIDs).
+	// entflakeState is the hook's state of a create (entrt.IDState).
 	entflakeState entflakeState
 }
 
@@ -1089,11 +1077,7 @@ type T04Mutation struct {
 	done          bool
 	oldValue      func(context.Context) (*T04, error)
 	predicates    []predicate.T04
-	// entflakeBatch are the builders of the CreateBulk whose INSERT the
-	// mutation ran in, if any (entflakeStatement). A pointer: one word
-	// more in every mutation, not three.
-	entflakeBatch *[]*T04Create
-	// entflakeState is the hook's state of a create (entflakeIDs).
+	// entflakeState is the hook's state of a create (entrt.IDState).
 	entflakeState entflakeState
 }
 
@@ -1427,11 +1411,7 @@ type T05Mutation struct {
 	done          bool
 	oldValue      func(context.Context) (*T05, error)
 	predicates    []predicate.T05
-	// entflakeBatch are the builders of the CreateBulk whose INSERT the
-	// mutation ran in, if any (entflakeStatement). A pointer: one word
-	// more in every mutation, not three.
-	entflakeBatch *[]*T05Create
-	// entflakeState is the hook's state of a create (entflakeIDs).
+	// entflakeState is the hook's state of a create (entrt.IDState).
 	entflakeState entflakeState
 }
 
@@ -1765,11 +1745,7 @@ type T06Mutation struct {
 	done          bool
 	oldValue      func(context.Context) (*T06, error)
 	predicates    []predicate.T06
-	// entflakeBatch are the builders of the CreateBulk whose INSERT the
-	// mutation ran in, if any (entflakeStatement). A pointer: one word
-	// more in every mutation, not three.
-	entflakeBatch *[]*T06Create
-	// entflakeState is the hook's state of a create (entflakeIDs).
+	// entflakeState is the hook's state of a create (entrt.IDState).
 	entflakeState entflakeState
 }
 
@@ -2103,11 +2079,7 @@ type T07Mutation struct {
 	done          bool
 	oldValue      func(context.Context) (*T07, error)
 	predicates    []predicate.T07
-	// entflakeBatch are the builders of the CreateBulk whose INSERT the
-	// mutation ran in, if any (entflakeStatement). A pointer: one word
-	// more in every mutation, not three.
-	entflakeBatch *[]*T07Create
-	// entflakeState is the hook's state of a create (entflakeIDs).
+	// entflakeState is the hook's state of a create (entrt.IDState).
 	entflakeState entflakeState
 }
 
@@ -2441,11 +2413,7 @@ type T08Mutation struct {
 	done          bool
 	oldValue      func(context.Context) (*T08, error)
 	predicates    []predicate.T08
-	// entflakeBatch are the builders of the CreateBulk whose INSERT the
-	// mutation ran in, if any (entflakeStatement). A pointer: one word
-	// more in every mutation, not three.
-	entflakeBatch *[]*T08Create
-	// entflakeState is the hook's state of a create (entflakeIDs).
+	// entflakeState is the hook's state of a create (entrt.IDState).
 	entflakeState entflakeState
 }
 
@@ -2779,11 +2747,7 @@ type T09Mutation struct {
 	done          bool
 	oldValue      func(context.Context) (*T09, error)
 	predicates    []predicate.T09
-	// entflakeBatch are the builders of the CreateBulk whose INSERT the
-	// mutation ran in, if any (entflakeStatement). A pointer: one word
-	// more in every mutation, not three.
-	entflakeBatch *[]*T09Create
-	// entflakeState is the hook's state of a create (entflakeIDs).
+	// entflakeState is the hook's state of a create (entrt.IDState).
 	entflakeState entflakeState
 }
 
@@ -3117,11 +3081,7 @@ type T10Mutation struct {
 	done          bool
 	oldValue      func(context.Context) (*T10, error)
 	predicates    []predicate.T10
-	// entflakeBatch are the builders of the CreateBulk whose INSERT the
-	// mutation ran in, if any (entflakeStatement). A pointer: one word
-	// more in every mutation, not three.
-	entflakeBatch *[]*T10Create
-	// entflakeState is the hook's state of a create (entflakeIDs).
+	// entflakeState is the hook's state of a create (entrt.IDState).
 	entflakeState entflakeState
 }
 
@@ -3455,11 +3415,7 @@ type T11Mutation struct {
 	done          bool
 	oldValue      func(context.Context) (*T11, error)
 	predicates    []predicate.T11
-	// entflakeBatch are the builders of the CreateBulk whose INSERT the
-	// mutation ran in, if any (entflakeStatement). A pointer: one word
-	// more in every mutation, not three.
-	entflakeBatch *[]*T11Create
-	// entflakeState is the hook's state of a create (entflakeIDs).
+	// entflakeState is the hook's state of a create (entrt.IDState).
 	entflakeState entflakeState
 }
 
@@ -3793,11 +3749,7 @@ type T12Mutation struct {
 	done          bool
 	oldValue      func(context.Context) (*T12, error)
 	predicates    []predicate.T12
-	// entflakeBatch are the builders of the CreateBulk whose INSERT the
-	// mutation ran in, if any (entflakeStatement). A pointer: one word
-	// more in every mutation, not three.
-	entflakeBatch *[]*T12Create
-	// entflakeState is the hook's state of a create (entflakeIDs).
+	// entflakeState is the hook's state of a create (entrt.IDState).
 	entflakeState entflakeState
 }
 
@@ -4131,11 +4083,7 @@ type T13Mutation struct {
 	done          bool
 	oldValue      func(context.Context) (*T13, error)
 	predicates    []predicate.T13
-	// entflakeBatch are the builders of the CreateBulk whose INSERT the
-	// mutation ran in, if any (entflakeStatement). A pointer: one word
-	// more in every mutation, not three.
-	entflakeBatch *[]*T13Create
-	// entflakeState is the hook's state of a create (entflakeIDs).
+	// entflakeState is the hook's state of a create (entrt.IDState).
 	entflakeState entflakeState
 }
 
@@ -4469,11 +4417,7 @@ type T14Mutation struct {
 	done          bool
 	oldValue      func(context.Context) (*T14, error)
 	predicates    []predicate.T14
-	// entflakeBatch are the builders of the CreateBulk whose INSERT the
-	// mutation ran in, if any (entflakeStatement). A pointer: one word
-	// more in every mutation, not three.
-	entflakeBatch *[]*T14Create
-	// entflakeState is the hook's state of a create (entflakeIDs).
+	// entflakeState is the hook's state of a create (entrt.IDState).
 	entflakeState entflakeState
 }
 
@@ -4807,11 +4751,7 @@ type T15Mutation struct {
 	done          bool
 	oldValue      func(context.Context) (*T15, error)
 	predicates    []predicate.T15
-	// entflakeBatch are the builders of the CreateBulk whose INSERT the
-	// mutation ran in, if any (entflakeStatement). A pointer: one word
-	// more in every mutation, not three.
-	entflakeBatch *[]*T15Create
-	// entflakeState is the hook's state of a create (entflakeIDs).
+	// entflakeState is the hook's state of a create (entrt.IDState).
 	entflakeState entflakeState
 }
 
@@ -5145,11 +5085,7 @@ type T16Mutation struct {
 	done          bool
 	oldValue      func(context.Context) (*T16, error)
 	predicates    []predicate.T16
-	// entflakeBatch are the builders of the CreateBulk whose INSERT the
-	// mutation ran in, if any (entflakeStatement). A pointer: one word
-	// more in every mutation, not three.
-	entflakeBatch *[]*T16Create
-	// entflakeState is the hook's state of a create (entflakeIDs).
+	// entflakeState is the hook's state of a create (entrt.IDState).
 	entflakeState entflakeState
 }
 
@@ -5483,11 +5419,7 @@ type T17Mutation struct {
 	done          bool
 	oldValue      func(context.Context) (*T17, error)
 	predicates    []predicate.T17
-	// entflakeBatch are the builders of the CreateBulk whose INSERT the
-	// mutation ran in, if any (entflakeStatement). A pointer: one word
-	// more in every mutation, not three.
-	entflakeBatch *[]*T17Create
-	// entflakeState is the hook's state of a create (entflakeIDs).
+	// entflakeState is the hook's state of a create (entrt.IDState).
 	entflakeState entflakeState
 }
 
@@ -5821,11 +5753,7 @@ type T18Mutation struct {
 	done          bool
 	oldValue      func(context.Context) (*T18, error)
 	predicates    []predicate.T18
-	// entflakeBatch are the builders of the CreateBulk whose INSERT the
-	// mutation ran in, if any (entflakeStatement). A pointer: one word
-	// more in every mutation, not three.
-	entflakeBatch *[]*T18Create
-	// entflakeState is the hook's state of a create (entflakeIDs).
+	// entflakeState is the hook's state of a create (entrt.IDState).
 	entflakeState entflakeState
 }
 
@@ -6159,11 +6087,7 @@ type T19Mutation struct {
 	done          bool
 	oldValue      func(context.Context) (*T19, error)
 	predicates    []predicate.T19
-	// entflakeBatch are the builders of the CreateBulk whose INSERT the
-	// mutation ran in, if any (entflakeStatement). A pointer: one word
-	// more in every mutation, not three.
-	entflakeBatch *[]*T19Create
-	// entflakeState is the hook's state of a create (entflakeIDs).
+	// entflakeState is the hook's state of a create (entrt.IDState).
 	entflakeState entflakeState
 }
 
@@ -6497,11 +6421,7 @@ type T20Mutation struct {
 	done          bool
 	oldValue      func(context.Context) (*T20, error)
 	predicates    []predicate.T20
-	// entflakeBatch are the builders of the CreateBulk whose INSERT the
-	// mutation ran in, if any (entflakeStatement). A pointer: one word
-	// more in every mutation, not three.
-	entflakeBatch *[]*T20Create
-	// entflakeState is the hook's state of a create (entflakeIDs).
+	// entflakeState is the hook's state of a create (entrt.IDState).
 	entflakeState entflakeState
 }
 

@@ -140,8 +140,9 @@ func (_c *T14CreateBulk) Save(ctx context.Context) ([]*T14, error) {
 					_, err = mutators[i+1].Mutate(root, _c.builders[i+1].mutation)
 				} else {
 					spec := &sqlgraph.BatchCreateSpec{Nodes: specs}
+					entflakeBatch := entflakeNewBatch(len(_c.builders))
 					for _, b := range _c.builders {
-						b.mutation.entflakeBatch = &_c.builders
+						entflakeBatch.Add(&b.mutation.entflakeState, b.mutation.ID)
 					}
 					entflakeKeepBatchIDs(_c.driver.Dialect(), spec)
 					// Invoke the actual operation on the latest mutation in the chain.

@@ -41,11 +41,7 @@ type T01Mutation struct {
 	done          bool
 	oldValue      func(context.Context) (*T01, error)
 	predicates    []predicate.T01
-	// entflakeBatch are the builders of the CreateBulk whose INSERT the
-	// mutation ran in, if any (entflakeStatement). A pointer: one word
-	// more in every mutation, not three.
-	entflakeBatch *[]*T01Create
-	// entflakeState is the hook's state of a create (entflakeIDs).
+	// entflakeState is the hook's state of a create (entrt.IDState).
 	entflakeState entflakeState
 }
 
@@ -379,11 +375,7 @@ type T02Mutation struct {
 	done          bool
 	oldValue      func(context.Context) (*T02, error)
 	predicates    []predicate.T02
-	// entflakeBatch are the builders of the CreateBulk whose INSERT the
-	// mutation ran in, if any (entflakeStatement). A pointer: one word
-	// more in every mutation, not three.
-	entflakeBatch *[]*T02Create
-	// entflakeState is the hook's state of a create (entflakeIDs).
+	// entflakeState is the hook's state of a create (entrt.IDState).
 	entflakeState entflakeState
 }
 
@@ -717,11 +709,7 @@ type T03Mutation struct {
 	done          bool
 	oldValue      func(context.Context) (*T03, error)
 	predicates    []predicate.T03
-	// entflakeBatch are the builders of the CreateBulk whose INSERT the
-	// mutation ran in, if any (entflakeStatement). A pointer: one word
-	// more in every mutation, not three.
-	entflakeBatch *[]*T03Create
-	// entflakeState is the hook's state of a create (entflakeIDs).
+	// entflakeState is the hook's state of a create (entrt.IDState).
 	entflakeState entflakeState
 }
 

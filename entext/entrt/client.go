@@ -1,0 +1,214 @@
+package entrt
+
+import (
+	"context"
+	stdsql "database/sql"
+	"fmt"
+	"strings"
+	"sync"
+
+	"entgo.io/ent/dialect"
+	"entgo.io/ent/dialect/sql"
+	"entgo.io/ent/dialect/sql/sqlgraph"
+
+	"github.com/entflake/entflake"
+)
+
+// GeneratedCodeV1 is referred to by the code entext generates, so that a
+// graph generated for another version of this package fails to compile on
+// that line, whose comment says to regenerate, rather than anywhere in it.
+const GeneratedCodeV1 = true
+
+// IDGenerator is what a generated client holds as its generator (the
+// IDGenerator option): an *entflake.Generator, or a test's own.
+type IDGenerator interface {
+	NextID() (int64, error)
+}
+
+// Client is what the runtime needs of a generated client's configuration
+// for one call; the generated code makes one (entflakeRuntime) only where a
+// call needs it: a bulk upsert, a single upsert, a failed INSERT.
+type Client struct {
+	// Package is the generated package's name; errors begin with it.
+	Package string
+	// Driver is the driver of the builder's configuration: the client's,
+	// its transaction's, or either wrapped by dialect.Debug.
+	Driver dialect.Driver
+	// Root is the client's driver outside any transaction: the tripwire
+	// asks PostgreSQL's catalog on it, since PostgreSQL runs no statement
+	// in a transaction after an error. Driver when not in a transaction.
+	Root dialect.Driver
+	// InTx is set when Driver runs in the caller's transaction: a batch
+	// runs there within a savepoint, and the INSERT of one that reaches no
+	// other table needs none.
+	InTx bool
+	// Generator is the client's generator; nil without one.
+	Generator IDGenerator
+	// Server is what the client learned of its server (one per client,
+	// shared by its transactions and its Debug copies); nil learns nothing.
+	Server *Server
+	// Log, if not nil, is the client's debug log (ent.Debug or
+	// Client.Debug): a bulk upsert that runs per row says why through it.
+	Log func(...any)
+	// Constraint wraps err in the generated package's ConstraintError.
+	Constraint func(err error) error
+}
+
+// dialect returns the client's dialect.
+func (c *Client) dialect() string { return c.Driver.Dialect() }
+
+// constraint returns err as the generated package reports it: a
+// constraint error of a statement wrapped in its ConstraintError, which
+// ent's own create does too, and every other error as it is.
+func (c *Client) constraint(err error) error {
+	if err == nil || c.Constraint == nil || !sqlgraph.IsConstraintError(err) {
+		return err
+	}
+	return c.Constraint(err)
+}
+
+// logf writes a debug line, if the client logs.
+func (c *Client) logf(format string, args ...any) {
+	if c.Log != nil {
+		c.Log(fmt.Sprintf(format, args...))
+	}
+}
+
+// errorf returns an error that begins with the generated package's name.
+func (c *Client) errorf(format string, args ...any) error {
+	return fmt.Errorf(c.Package+": "+format, args...)
+}
+
+// NoGenerator is the error of a create, or of NextID, on a client of the
+// package pkg made without a generator.
+func NoGenerator(pkg string) error {
+	return fmt.Errorf("%s: %w: pass %s.IDGenerator(gen) to %s.NewClient, with gen from entflake.Open (or entflake.New)",
+		pkg, entflake.ErrNoGenerator, pkg, pkg)
+}
+
+// Server is what a client learns of its MySQL-family server at its first
+// bulk upsert, and keeps: whether it has RETURNING, and each table's unique
+// keys. The zero value is ready; a nil *Server asks every time.
+type Server struct {
+	mu        sync.Mutex
+	known     bool
+	returning bool
+	tables    map[[2]string]Table
+}
+
+// Table is what a bulk upsert on MySQL or TiDB needs to know of a table:
+// its unique keys other than the primary key, each a list of columns, as
+// the server has them.
+type Table struct {
+	// Keys are the unique keys, in the server's order.
+	Keys [][]string
+	// Whole is false when a unique key is not made of whole columns (a
+	// prefix or an expression), which a SELECT cannot look up by the
+	// values the batch gave.
+	Whole bool
+}
+
+// Returning reports whether the server accepts RETURNING on INSERT ... ON
+// DUPLICATE KEY UPDATE: MariaDB from 10.5 (its VERSION() is
+// "10.11.19-MariaDB-...", or with a "5.5.5-" prefix behind some proxies).
+// MySQL 8 ("8.0.36") and TiDB ("8.0.11-TiDB-v7.5.0") have no RETURNING.
+// The answer is kept; an error is not.
+func (s *Server) Returning(ctx context.Context, drv dialect.ExecQuerier) (bool, error) {
+	if s != nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.known {
+			return s.returning, nil
+		}
+	}
+	rows := &sql.Rows{}
+	if err := drv.Query(ctx, "SELECT VERSION()", []any{}, rows); err != nil {
+		return false, fmt.Errorf("entflake: the server's version: %w", err)
+	}
+	var v string
+	err := sql.ScanOne(rows, &v)
+	rows.Close()
+	if err != nil {
+		return false, fmt.Errorf("entflake: the server's version: %w", err)
+	}
+	ok := MariaDBReturning(v)
+	if s != nil {
+		s.known, s.returning = true, ok
+	}
+	return ok, nil
+}
+
+// MariaDBReturning reports whether a MySQL-family server's VERSION() names
+// MariaDB 10.5 or later.
+func MariaDBReturning(version string) bool {
+	if !strings.Contains(version, "-MariaDB") {
+		return false
+	}
+	version = strings.TrimPrefix(version, "5.5.5-")
+	var major, minor int
+	if _, err := fmt.Sscanf(version, "%d.%d", &major, &minor); err != nil {
+		return false
+	}
+	return major > 10 || major == 10 && minor >= 5
+}
+
+// Table returns what the server's information_schema.STATISTICS (MySQL,
+// MariaDB and TiDB) says of the unique keys of table, in schema or the
+// connection's database: a unique index made outside ent's schema counts
+// too. The answer is kept: an index added later is seen by a new client.
+func (s *Server) Table(ctx context.Context, drv dialect.ExecQuerier, schema, table string) (Table, error) {
+	if s != nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if t, ok := s.tables[[2]string{schema, table}]; ok {
+			return t, nil
+		}
+	}
+	t, err := readTable(ctx, drv, schema, table)
+	if err != nil {
+		return Table{}, fmt.Errorf("entflake: the unique keys of %s: %w", table, err)
+	}
+	if s != nil {
+		if s.tables == nil {
+			s.tables = map[[2]string]Table{}
+		}
+		s.tables[[2]string{schema, table}] = t
+	}
+	return t, nil
+}
+
+// readTable reads the unique keys of a table from
+// information_schema.STATISTICS: one row per column of an index, in the
+// index's order; COLUMN_NAME is NULL for an expression (MySQL 8's
+// functional key parts) and SUB_PART is set for a prefix.
+func readTable(ctx context.Context, drv dialect.ExecQuerier, schema, table string) (Table, error) {
+	rows := &sql.Rows{}
+	err := drv.Query(ctx, "SELECT INDEX_NAME, COLUMN_NAME, SUB_PART FROM information_schema.STATISTICS "+
+		"WHERE TABLE_SCHEMA = COALESCE(NULLIF(?, ''), DATABASE()) AND TABLE_NAME = ? AND NON_UNIQUE = 0 AND INDEX_NAME <> 'PRIMARY' "+
+		"ORDER BY INDEX_NAME, SEQ_IN_INDEX", []any{schema, table}, rows)
+	if err != nil {
+		return Table{}, err
+	}
+	defer rows.Close()
+	t := Table{Whole: true}
+	last := ""
+	for rows.Next() {
+		var (
+			index  string
+			column stdsql.NullString
+			part   stdsql.NullInt64
+		)
+		if err := rows.Scan(&index, &column, &part); err != nil {
+			return Table{}, err
+		}
+		if !column.Valid || part.Valid {
+			t.Whole = false
+		}
+		if index != last || len(t.Keys) == 0 {
+			t.Keys = append(t.Keys, nil)
+			last = index
+		}
+		t.Keys[len(t.Keys)-1] = append(t.Keys[len(t.Keys)-1], column.String)
+	}
+	return t, rows.Err()
+}

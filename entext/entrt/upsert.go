@@ -1,0 +1,154 @@
+package entrt
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"entgo.io/ent/dialect"
+	"entgo.io/ent/dialect/sql"
+	"entgo.io/ent/dialect/sql/sqlgraph"
+)
+
+// UpsertOptions returns the conflict options of an upsert of the row of
+// spec, on dialect d: the caller's opts (DoNothing made ResolveWithIgnore on
+// MySQL, see callerOptions), then keepID's, which keeps the stored row's
+// primary key and reports its id. generated reports whether the create's id
+// is the one the hook generated (IDState.Generated): only such an id gets
+// the guard.
+func UpsertOptions(d string, opts []sql.ConflictOption, spec *sqlgraph.CreateSpec, generated bool) []sql.ConflictOption {
+	return append(callerOptions(d, opts), keepID(d, spec, generated))
+}
+
+// keepID is the conflict option added to every upsert of an entity type
+// with the SnowflakeID mixin, for the row of spec: the row an upsert
+// updates keeps its primary key (the ID of the create was assigned before
+// the INSERT, and sql.ResolveWithNewValues would write it over the stored
+// one), the ID reported is the stored row's, and a row that holds an id the
+// hook generated is never updated.
+//
+// On PostgreSQL and SQLite the id keeps its stored value in DO UPDATE SET,
+// and RETURNING gives the stored id. MySQL has no RETURNING: sqlgraph takes
+// the id from the OK packet's last insert id, and writes the edges' keys
+// with it before any hook sees it. Only LAST_INSERT_ID(expr) sets that
+// value for an id that is not AUTO_INCREMENT, so the id is inserted as
+// LAST_INSERT_ID(<id>) (sqlgraph applies the conflict options just before
+// it adds the id to the INSERT, and renders a value that is an sql.Querier
+// as SQL) and the update sets id = LAST_INSERT_ID(id): the OK packet then
+// carries the inserted id, or the updated row's. (A table with an
+// AUTO_INCREMENT column besides the id puts that column's value in the OK
+// packet of an insert instead: see Client.UpsertOne.)
+//
+// A row that already holds the id the hook just generated is another
+// instance's (a worker id held twice). MySQL's ON DUPLICATE KEY UPDATE
+// fires on the primary key whatever the target, and PostgreSQL and SQLite
+// reach the update for it when the conflict target is the id
+// (OnConflictColumns("id"), a helper that upserts by an id it may lack):
+// the update would overwrite that row. For a generated id the update of the
+// id column is therefore a guard, CASE WHEN id = <id> THEN <an error> ELSE
+// id END, whose error stops the statement before it writes: an integer
+// overflow (overflow). The tripwire (Client.InsertFailed,
+// entflake.Insert.Upsert) then finds the row with that id and reports the
+// collision. An id the caller set may update the row it names, and so may
+// an id a later hook set in place of the generated one.
+func keepID(d string, spec *sqlgraph.CreateSpec, generated bool) sql.ConflictOption {
+	var (
+		column = spec.ID.Column
+		id     int64 // the id inserted, once sqlgraph applies the option
+	)
+	keep := sql.ResolveWith(func(s *sql.UpdateSet) {
+		c := s.Table().C(column)
+		if d != dialect.MySQL {
+			id, _ = spec.ID.Value.(int64) // set by now: the statement is being rendered
+		}
+		s.Set(column, sql.ExprFunc(func(b *sql.Builder) {
+			stored := c
+			if d == dialect.MySQL {
+				stored = "LAST_INSERT_ID(" + c + ")"
+			}
+			if !generated {
+				b.WriteString(stored)
+				return
+			}
+			b.WriteString("CASE WHEN ").WriteString(c).WriteString(" = ").Arg(id).
+				WriteString(" THEN ").WriteString(overflow(d, c)).
+				WriteString(" ELSE ").WriteString(stored).WriteString(" END")
+		}))
+	})
+	if d != dialect.MySQL {
+		return keep
+	}
+	return before(keep, func() {
+		if v, ok := spec.ID.Value.(int64); ok {
+			id = v
+			spec.ID.Value = sql.Expr("LAST_INSERT_ID(?)", v)
+		}
+	})
+}
+
+// callerOptions returns the caller's conflict options as they are put
+// before entflake's own: a new slice, with DoNothing made ResolveWithIgnore
+// on MySQL, which is what ent makes of it there (MySQL has no DO NOTHING),
+// but applied before the option that sets the id: ent's own substitution
+// comes last, and would set id = id over it, leaving the OK packet with an
+// id no row has.
+func callerOptions(d string, opts []sql.ConflictOption) []sql.ConflictOption {
+	out := make([]sql.ConflictOption, 0, len(opts)+1)
+	for _, o := range opts {
+		// An option is DoNothing if it renders as DO NOTHING on its own
+		// (on PostgreSQL: MySQL renders it as an update).
+		if d == dialect.MySQL && strings.HasSuffix(clause(dialect.Postgres, o), " DO NOTHING") {
+			o = sql.ResolveWithIgnore()
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+// clause renders conflict options on a scratch INSERT of dialect d, to see
+// which clause they make.
+func clause(d string, opts ...sql.ConflictOption) string {
+	q, _ := sql.Dialect(d).Insert("t").Columns("c").Values(1).OnConflict(opts...).Query()
+	return q
+}
+
+// keepBatchID is keepID for a bulk upsert that runs as one statement
+// (PostgreSQL and SQLite, MariaDB with RETURNING, and MySQL's and TiDB's
+// INSERT before its SELECT): the id keeps its stored value, and if the hook
+// generated every row's id (guard), a row that already holds the id
+// proposed for it (excluded.id; VALUES(id) on MySQL, the value the batch row
+// that met it would have inserted) stops the statement, as keepID does for
+// one row.
+func keepBatchID(d, column string, guard bool) sql.ConflictOption {
+	return sql.ResolveWith(func(s *sql.UpdateSet) {
+		if !guard {
+			s.SetIgnore(column)
+			return
+		}
+		c, proposed := s.Table().C(column), sql.Dialect(d).Table("excluded").C(column)
+		if d == dialect.MySQL {
+			proposed = "VALUES(" + c + ")"
+		}
+		s.Set(column, sql.Expr(fmt.Sprintf("CASE WHEN %s = %s THEN %s ELSE %s END", c, proposed, overflow(d, c), c)))
+	})
+}
+
+// overflow is the guard's error (keepID): an expression on column c that
+// overflows a 64-bit integer whatever the row, which MySQL, MariaDB and
+// TiDB (1690) and PostgreSQL (22003) refuse in every mode; SQLite turns an
+// overflowing sum into a float, but refuses abs() of the smallest int64.
+func overflow(d, c string) string {
+	if d == dialect.SQLite {
+		return fmt.Sprintf("abs(-%d - 1 + 0 * %s)", math.MaxInt64, c)
+	}
+	return fmt.Sprintf("%s + %d", c, math.MaxInt64)
+}
+
+// before returns the option o that runs f first. Its type parameter
+// stands for ent's unexported conflict type.
+func before[C any](o func(C), f func()) func(C) {
+	return func(c C) {
+		f()
+		o(c)
+	}
+}
