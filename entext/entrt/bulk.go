@@ -14,6 +14,7 @@ import (
 	"entgo.io/ent/schema/field"
 
 	"github.com/entflake/entflake"
+	"github.com/entflake/entflake/internal/dberr"
 )
 
 // The ways a bulk upsert runs (Client.bulkPath).
@@ -43,6 +44,12 @@ const (
 // is 0. An error is the batch's, as BatchCreate's would be.
 func (c *Client) BulkUpsert(ctx context.Context, spec *sqlgraph.BatchCreateSpec, batch *Batch) error {
 	if len(spec.Nodes) == 0 {
+		return nil
+	}
+	if !renders(c.dialect(), spec.OnConflict) {
+		// No statement (OnConflictColumns with no resolution): ent's fails,
+		// as it does without entflake, since ent adds no update of its own
+		// to a batch's options.
 		return nil
 	}
 	generated := batch.Generated()
@@ -205,27 +212,31 @@ func (c *Client) bulkReturning(ctx context.Context, spec *sqlgraph.BatchCreateSp
 	// sqlgraph reads a batch's ids from LAST_INSERT_ID only for a numeric
 	// id type: these come from RETURNING.
 	KeepBatchIDs(d, spec)
-	run := func(drv dialect.Driver) error {
-		return c.batchCreate(ctx, &insertDriver{Driver: drv, insert: c.returningInsert(spec, column)}, spec)
-	}
-	if !c.InTx || !externalEdges(spec) {
-		// BatchCreate opens a transaction for edges in other tables, and the
-		// INSERT alone is one statement: all or nothing.
-		return run(c.Driver)
-	}
-	// In the caller's transaction, BatchCreate's is that one, which it
-	// cannot roll back: an edge it then refuses would leave the rows.
-	return c.batchTx(ctx, run)
+	return c.runBatch(ctx, spec, c.returningInsert(spec, column), false)
 }
 
-// batchCreate runs sqlgraph.BatchCreate of spec on drv, whose INSERT runs
-// as drv says, and reports an INSERT that was not run.
-func (c *Client) batchCreate(ctx context.Context, drv *insertDriver, spec *sqlgraph.BatchCreateSpec) error {
-	err := sqlgraph.BatchCreate(ctx, drv, spec)
-	if err == nil && !drv.done {
-		err = c.errorf("bulk upsert into %s: the INSERT was not run", spec.Nodes[0].Table)
+// runBatch runs the batch spec as ent's statement (sqlgraph.BatchCreate,
+// which writes the edges after the INSERT) with its INSERT run by insert,
+// and reports an INSERT that was not run. It runs in a transaction of its
+// own (batchTx) when tx is set, for statements after the INSERT that must
+// see the rows as the INSERT left them, and when the caller's transaction
+// holds a batch with edges in other tables: BatchCreate's transaction is
+// then the caller's, which it cannot roll back, and an edge it refuses
+// would leave the rows. Otherwise BatchCreate opens a transaction for such
+// edges itself, and the INSERT alone is one statement: all or nothing.
+func (c *Client) runBatch(ctx context.Context, spec *sqlgraph.BatchCreateSpec, insert insertFunc, tx bool) error {
+	run := func(drv dialect.Driver) error {
+		r := &insertDriver{Driver: drv, insert: insert}
+		err := sqlgraph.BatchCreate(ctx, r, spec)
+		if err == nil && !r.done {
+			err = c.errorf("bulk upsert into %s: the INSERT was not run", spec.Nodes[0].Table)
+		}
+		return c.constraint(err)
 	}
-	return c.constraint(err)
+	if !tx && (!c.InTx || !externalEdges(spec)) {
+		return run(c.Driver)
+	}
+	return c.batchTx(ctx, run)
 }
 
 // returningInsert runs the batch's INSERT with RETURNING of its id column.
@@ -254,17 +265,11 @@ func (c *Client) returningInsert(spec *sqlgraph.BatchCreateSpec, column string) 
 			return c.errorf("bulk upsert into %s: RETURNING gave %d rows for %d", spec.Nodes[0].Table, n, len(spec.Nodes))
 		}
 		if res, ok := v.(*sql.Result); ok {
-			*res = rowsAffected(n)
+			*res = result{rows: int64(n)}
 		}
 		return nil
 	}
 }
-
-// rowsAffected is the result of a statement that RETURNING ran as a query.
-type rowsAffected int64
-
-func (r rowsAffected) LastInsertId() (int64, error) { return 0, errors.New("entflake: no insert id") }
-func (r rowsAffected) RowsAffected() (int64, error) { return int64(r), nil }
 
 // upsertEach runs a bulk upsert (perRow, see Client.bulkPath) as one
 // upsert per row, each with its edges, in one transaction (in the caller's,
@@ -285,8 +290,15 @@ func (c *Client) upsertEach(ctx context.Context, spec *sqlgraph.BatchCreateSpec,
 		n := len(opts)
 		for j, node := range spec.Nodes {
 			id, _ := node.ID.Value.(int64)
-			node.OnConflict = append(opts[:n:n], keepID(d, node, generated[j]))
-			err := sqlgraph.CreateNode(ctx, drv, node)
+			var (
+				inserted = new(int64)
+				on       = drv
+			)
+			node.OnConflict = append(opts[:n:n], keepID(d, node, generated[j], inserted))
+			if d == dialect.MySQL {
+				on = &insertDriver{Driver: drv, insert: c.oneInsert(node, inserted)}
+			}
+			err := sqlgraph.CreateNode(ctx, on, node)
 			switch {
 			case err == nil:
 				continue
@@ -313,6 +325,15 @@ func (c *Client) upsertEach(ctx context.Context, spec *sqlgraph.BatchCreateSpec,
 // the caller's within a savepoint, so that a batch that fails leaves none of
 // its rows in it, as one multi-row INSERT would. f gets the transaction as
 // a driver (txDriver).
+//
+// A batch that fails in the caller's transaction leaves it as ent's one
+// statement would: without the batch's rows, and usable on MySQL and
+// SQLite, where a failed statement ends nothing; on PostgreSQL, which
+// aborts the transaction at a statement that fails, aborted when the
+// database refused one of the batch's statements (its commit then rolls
+// back, as after ent's statement), and rolled back to the savepoint only
+// when entflake refused the batch itself (entflake.ErrSkippedEdges, a
+// fallback), which ent's statement would not have done.
 func (c *Client) batchTx(ctx context.Context, f func(dialect.Driver) error) (err error) {
 	var tx dialect.Tx = dialect.NopTx(c.Driver)
 	if !c.InTx {
@@ -328,6 +349,8 @@ func (c *Client) batchTx(ctx context.Context, f func(dialect.Driver) error) (err
 			err = tx.Exec(ctx, "RELEASE SAVEPOINT entflake_batch", []any{}, nil)
 		case err == nil:
 			err = tx.Commit()
+		case c.InTx && c.dialect() == dialect.Postgres && refusedByDatabase(err):
+			// Aborted by PostgreSQL, as ent's statement would leave it.
 		case c.InTx:
 			if rerr := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT entflake_batch", []any{}, nil); rerr != nil {
 				err = fmt.Errorf("%w (rollback to savepoint: %v)", err, rerr)
@@ -339,6 +362,13 @@ func (c *Client) batchTx(ctx context.Context, f func(dialect.Driver) error) (err
 		}
 	}()
 	return f(txDriver{tx: tx, dialect: c.dialect()})
+}
+
+// refusedByDatabase reports whether err is a database's error (a driver's,
+// as internal/dberr reads them), not entflake's.
+func refusedByDatabase(err error) bool {
+	_, ok := dberr.Read(err)
+	return ok
 }
 
 // txDriver is a transaction as a driver, for sqlgraph.CreateNode and

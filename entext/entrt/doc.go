@@ -10,9 +10,10 @@
 //   - Create, the hook's work on a create: the id it assigns unless the
 //     caller set one, a builder saved again, the tripwire on a failed INSERT
 //     (IDState, Batch, Client.InsertFailed);
-//   - UpsertOptions and Client.UpsertOne, the conflict clause of a single
-//     upsert that keeps the stored row's primary key, reports its id, and
-//     refuses to update a row that holds an id the hook generated;
+//   - Client.UpsertOne, the conflict clause of a single upsert that keeps
+//     the stored row's primary key, reports its id (on MySQL from the
+//     statement's affected rows), and refuses to update a row that holds an
+//     id the hook generated;
 //   - Client.BulkUpsert, the bulk upsert on every database: ent's one
 //     statement, MariaDB's RETURNING, MySQL's and TiDB's INSERT followed by
 //     one locking SELECT in which the server matches the batch's rows to

@@ -294,6 +294,34 @@ func (c *countingDriver) Query(ctx context.Context, query string, args, v any) e
 	return c.Driver.Query(ctx, query, args, v)
 }
 
+func (c *countingDriver) Exec(ctx context.Context, query string, args, v any) error {
+	*c.sent = append(*c.sent, query)
+	return c.Driver.Exec(ctx, query, args, v)
+}
+
+func (c *countingDriver) Tx(ctx context.Context) (dialect.Tx, error) {
+	tx, err := c.Driver.Tx(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return countingTx{Tx: tx, sent: c.sent}, nil
+}
+
+type countingTx struct {
+	dialect.Tx
+	sent *[]string
+}
+
+func (c countingTx) Query(ctx context.Context, query string, args, v any) error {
+	*c.sent = append(*c.sent, query)
+	return c.Tx.Query(ctx, query, args, v)
+}
+
+func (c countingTx) Exec(ctx context.Context, query string, args, v any) error {
+	*c.sent = append(*c.sent, query)
+	return c.Tx.Exec(ctx, query, args, v)
+}
+
 // errDriver fails every statement.
 type errDriver struct{ dialect.Driver }
 

@@ -2,15 +2,16 @@ package entrt
 
 import (
 	"context"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"entgo.io/ent/dialect"
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
-	"entgo.io/ent/schema/field"
 )
 
 // errUncertain stops bulkSelect's transaction when the SELECT cannot tell
@@ -20,25 +21,49 @@ var errUncertain = errors.New("entflake: the stored row of a batch row is not ce
 // bulkSelect runs a bulk upsert on MySQL or TiDB, which have no
 // RETURNING, in a constant number of statements: ent's multi-row INSERT
 // (sqlgraph.BatchCreate, with the batch guard, keepBatchID), then, in the
-// same transaction, one SELECT that finds each row's stored row, then the
-// edges, which sqlgraph writes with those ids.
+// same transaction, one locking SELECT in which the server finds each
+// row's stored row (selectBack), then the edges, which sqlgraph writes with
+// those ids. It returns fallback (and why) when the batch must run per row
+// instead; nothing of it is then written, and spec is as it was given.
+//
+// Which stored row a batch row met is the server's decision, made under the
+// columns' collations and padding (MySQL 8's default utf8mb4_0900_ai_ci is
+// case- and accent-insensitive, MariaDB's utf8mb4_general_ci too, and a PAD
+// SPACE collation, utf8mb4_bin included, ignores trailing spaces), and the
+// SELECT lets the server make it again: each batch row's key is compared
+// with the table's column as a parameter, as the INSERT compared it, never
+// by Go. Any type the server can compare is looked up alike (a UUID, a
+// date). The SELECT is FOR UPDATE, so it reads the latest committed rows
+// whatever the snapshot of the caller's transaction, and the rows it finds
+// stay as they are until the transaction ends.
 //
 // A row of INSERT ... ON DUPLICATE KEY UPDATE is either inserted with its
-// own id, or it updates the stored row that holds its id or one of its
-// unique keys' values. The SELECT asks for the rows that hold one of the
-// batch's ids or the values of one of its unique keys (IN lists; a key
-// with a NULL is left out, as it conflicts with nothing), and each batch
-// row is matched with them (selectBack). The rows the INSERT wrote are
-// locked by this transaction until it ends, so the SELECT sees them as
-// the INSERT left them. Exactly one row found is the stored row; none or
-// two (a row that met two stored rows, or one the update moved off the
-// key it met it on, or whose key the server compared by a collation that
-// the byte-for-byte match here does not find) is uncertain, and the
-// transaction is rolled back and the batch runs per row (fallback, with
-// why). The batch runs per row from the start, without the INSERT, where
-// the update may write a unique key's column with anything but the row's
-// own value or the stored one (an Update(...) that sets it), or where a
-// unique key is not made of whole columns.
+// own id, or it updates the stored row that holds its id or the values of
+// one of its unique keys. With one unique key a row can meet (a generated
+// id meets none: it would have tripped the guard), the stored row that
+// holds the batch row's key after the statement is the one it met: an
+// update keeps the key as it is or sets it to the batch row's own value
+// (keysKept), so no row leaves the key it was met on, and the key is unique
+// by the server's comparison. So every batch row with a key finds exactly
+// one row, or the mapping is uncertain.
+//
+// With ids the caller set, the id is a key too, but one no update changes;
+// and a row whose id and unique key both meet stored rows meets the row of
+// its id (the server checks the primary key first). A row that met a row by
+// its id finds it by its id; one that met a row by its unique key, which a
+// later batch row then moved off it, finds another row only if a batch row
+// put the key (or the id) there, and that batch row finds the same row.
+// So every batch row must find exactly one row, and no two the same one;
+// otherwise the mapping is uncertain. (Two batch rows that meet one stored
+// row then run per row, although the mapping was right.)
+//
+// With two unique keys besides the primary key, a row may meet one stored
+// row on one key while another holds its other key, and a later batch row
+// may move the first off the key it was met on: which row the server
+// updated is then visible to no SELECT. Such a table's batches run per row,
+// decided before anything is written. With no key to look up (generated
+// ids, no unique key; or the caller's ids alone), every row's stored id is
+// its own: ent's statement, with the guard, needs no SELECT.
 func (c *Client) bulkSelect(ctx context.Context, spec *sqlgraph.BatchCreateSpec, generated []bool) (fallback bool, why string, err error) {
 	d := c.dialect()
 	first := spec.Nodes[0]
@@ -49,30 +74,65 @@ func (c *Client) bulkSelect(ctx context.Context, spec *sqlgraph.BatchCreateSpec,
 	case !t.Whole:
 		return true, "a unique key of the table is a prefix or an expression", nil
 	}
-	sameColumns(spec)
-	opts := append(callerOptions(d, spec.OnConflict), keepBatchID(d, first.ID.Column, !slices.Contains(generated, false)))
+	allGenerated := !slices.Contains(generated, false)
+	if len(t.Keys) > 1 {
+		names := make([]string, len(t.Keys))
+		for i, k := range t.Keys {
+			names[i] = strings.Join(k, ", ")
+		}
+		return true, fmt.Sprintf("the table has %d unique keys besides the primary key (%s), and which stored row "+
+			"a row met on one of them is not visible after the statement", len(t.Keys), strings.Join(names, "; ")), nil
+	}
+	opts := append(callerOptions(d, spec.OnConflict), keepBatchID(d, first.ID.Column, allGenerated))
 	if col, ok := keysKept(first, opts, t.Keys); !ok {
 		return true, fmt.Sprintf("the update may change the unique column %s", col), nil
 	}
-	callerOpts, types := spec.OnConflict, make([]field.Type, len(spec.Nodes))
-	for j, n := range spec.Nodes {
-		types[j] = n.ID.Type
-	}
+	restore := snapshot(spec)
 	spec.OnConflict = opts
 	KeepBatchIDs(d, spec)
-	err = c.batchTx(ctx, func(drv dialect.Driver) error {
-		s := &selectBack{spec: spec, keys: t.Keys, generated: !slices.Contains(generated, false), pkg: c.Package}
-		return c.batchCreate(ctx, &insertDriver{Driver: drv, insert: s.insert}, spec)
-	})
+	if len(t.Keys) == 0 {
+		// Every row is its own stored row: it was inserted with its id, or
+		// it met the stored row that holds the id the caller set.
+		return false, "", c.runBatch(ctx, spec, execInsert, false)
+	}
+	s := &selectBack{spec: spec, keys: t.Keys}
+	if !allGenerated {
+		s.keys, s.distinct = append([][]string{{first.ID.Column}}, t.Keys...), true
+	}
+	err = c.runBatch(ctx, spec, s.insert, true)
 	if errors.Is(err, errUncertain) {
-		// Back to the batch as the caller made it, for upsertEach.
-		spec.OnConflict = callerOpts
-		for j, n := range spec.Nodes {
-			n.ID.Type = types[j]
-		}
+		restore() // the batch as the caller made it, for upsertEach
 		return true, err.Error(), nil
 	}
 	return false, "", err
+}
+
+// execInsert runs an INSERT as it is.
+func execInsert(ctx context.Context, drv dialect.ExecQuerier, query string, args, v any) error {
+	return drv.Exec(ctx, query, args, v)
+}
+
+// snapshot returns a function that puts every spec of the batch, and the
+// batch's conflict options, back as they are now: a fallback to one upsert
+// per row starts from the batch as the caller made it, whatever the path
+// it leaves changed (the ids it found, the id type, the options).
+func snapshot(spec *sqlgraph.BatchCreateSpec) (restore func()) {
+	type saved struct {
+		node sqlgraph.CreateSpec
+		id   sqlgraph.FieldSpec
+	}
+	opts := spec.OnConflict
+	nodes := make([]saved, len(spec.Nodes))
+	for j, n := range spec.Nodes {
+		nodes[j] = saved{node: *n, id: *n.ID}
+	}
+	return func() {
+		spec.OnConflict = opts
+		for j, n := range spec.Nodes {
+			*n = nodes[j].node
+			*n.ID = nodes[j].id
+		}
+	}
 }
 
 // keysKept reports whether the conflict options opts leave every column
@@ -89,10 +149,10 @@ func keysKept(node *sqlgraph.CreateSpec, opts []sql.ConflictOption, keys [][]str
 	values := make([]any, len(columns))
 	q, _ := sql.Dialect(dialect.MySQL).Insert(node.Table).Columns(columns...).Values(values...).OnConflict(opts...).Query()
 	_, update, _ := strings.Cut(q, " ON DUPLICATE KEY UPDATE ")
-	table := "`" + node.Table + "`."
+	table := quote(node.Table) + "."
 	for _, key := range keys {
 		for _, c := range key {
-			target := "`" + c + "` = "
+			target := quote(c) + " = "
 			for rest := update; ; {
 				i := strings.Index(rest, target)
 				if i < 0 {
@@ -105,7 +165,7 @@ func keysKept(node *sqlgraph.CreateSpec, opts []sql.ConflictOption, keys [][]str
 				}
 				// The whole value, up to the next assignment or the end.
 				kept := false
-				for _, v := range []string{"VALUES(`" + c + "`)", table + "`" + c + "`"} {
+				for _, v := range []string{"VALUES(" + quote(c) + ")", table + quote(c)} {
 					if after, ok := strings.CutPrefix(rest, v); ok && (after == "" || strings.HasPrefix(after, ", ")) {
 						kept = true
 					}
@@ -124,240 +184,324 @@ func keysKept(node *sqlgraph.CreateSpec, opts []sql.ConflictOption, keys [][]str
 // gives each row the id found for it before sqlgraph writes the edges.
 type selectBack struct {
 	spec *sqlgraph.BatchCreateSpec
-	keys [][]string // the table's unique keys but the primary key
-	// generated is set when the hook generated every id of the batch.
-	generated bool
-	pkg       string
+	// keys are the keys a row can meet: the one unique key, after the id
+	// when the caller set the ids.
+	keys [][]string
+	// distinct is set when no two rows may find one stored row (the ids
+	// are a key: see bulkSelect).
+	distinct bool
 }
 
 // insert implements insertFunc.
-func (r *selectBack) insert(ctx context.Context, drv dialect.ExecQuerier, query string, args, v any) error {
+func (s *selectBack) insert(ctx context.Context, drv dialect.ExecQuerier, query string, args, v any) error {
 	if err := drv.Exec(ctx, query, args, v); err != nil {
 		return err
 	}
-	return r.find(ctx, drv)
+	found, keyed, err := s.find(ctx, drv)
+	if err != nil {
+		return err
+	}
+	ids, err := s.mapped(keyed, found)
+	if err != nil {
+		return err
+	}
+	for j, id := range ids {
+		s.spec.Nodes[j].ID.Value = id
+	}
+	return nil
 }
 
-// find finds each batch row's stored row (bulkSelect).
-func (r *selectBack) find(ctx context.Context, drv dialect.ExecQuerier) error {
-	first := r.spec.Nodes[0]
-	// The batch rows' values of the id and of every unique key's columns.
-	columns := []string{first.ID.Column}
-	for _, key := range r.keys {
+// pair is a batch row (j) and one of the keys it has without a NULL (i).
+type pair struct{ j, i int }
+
+// find returns, for each batch row with a key (keyed), the stored ids the
+// server finds for its keys, in at most two statements. A key with a NULL
+// meets nothing, and is not looked up.
+//
+// The first asks for the stored rows that hold one of the batch's values
+// of each key, one IN list per key (the server compares them, under the
+// column's collation), with their key columns:
+//
+//	(SELECT `id`, `email` FROM `t` WHERE `email` IN (?, ?, ...) FOR UPDATE)
+//
+// A stored row whose key columns come back as the very bytes (or number)
+// the batch row gave is that row's: identical values are equal under every
+// collation, and the key is unique under the column's. That needs no
+// comparison of Go's but identity. A row none matches so (one met by case,
+// accent or padding, or a value the server stores otherwise than it was
+// sent) is asked of the server again, alone, in the second statement:
+//
+//	(SELECT 0 AS o, `id` FROM `t` WHERE `email` = ? FOR UPDATE) UNION ALL ...
+//
+// one branch per such row and key, where the server compares the column
+// with the value as a parameter, as the INSERT compared it. (One branch for
+// every row of a batch costs TiDB, which plans each branch, several times
+// ent's statement at 1,000 rows; the IN list, about a third of it.) A
+// derived table of the batch's values would carry the connection's
+// collation as an implicit one of its own (TiDB reports coercibility 2),
+// which MySQL refuses to compare with a column of another collation.
+func (s *selectBack) find(ctx context.Context, drv dialect.ExecQuerier) (found map[int][]int64, keyed map[int]bool, err error) {
+	var columns []string // the key columns, each once
+	for _, key := range s.keys {
 		for _, c := range key {
 			if !slices.Contains(columns, c) {
 				columns = append(columns, c)
 			}
 		}
 	}
-	values := make([]map[string]any, len(r.spec.Nodes))
-	for j, node := range r.spec.Nodes {
-		values[j] = map[string]any{node.ID.Column: node.ID.Value}
-		for _, f := range node.Fields {
-			values[j][f.Column] = f.Value
+	// values[j][c] is what row j writes into column c; pairs, the rows and
+	// keys to look up.
+	values := make([]map[string]any, len(s.spec.Nodes))
+	var pairs []pair
+	keyed = map[int]bool{}
+	for j, node := range s.spec.Nodes {
+		values[j] = map[string]any{}
+		for _, c := range columns {
+			values[j][c] = columnValue(node, c)
 		}
-		for _, e := range node.Edges {
-			if ownTable(e) {
-				values[j][e.Columns[0]] = e.Target.Nodes[0]
+	keys:
+		for i, key := range s.keys {
+			for _, c := range key {
+				if values[j][c] == nil {
+					continue keys
+				}
 			}
+			pairs = append(pairs, pair{j: j, i: i})
+			keyed[j] = true
 		}
 	}
-	// SELECT id, <key columns> FROM t WHERE id IN (...) UNION ALL SELECT ...
-	// WHERE (a, b) IN ((...), ...): one IN list per key, each answered by
-	// its index (an OR of the lists is a scan of the table on TiDB, whose
-	// planner does not merge indexes unless told). A key with a NULL meets
-	// nothing, and is left out. A stored row may come back more than once.
+	found = map[int][]int64{}
+	if len(pairs) == 0 {
+		return found, keyed, nil
+	}
+	unsure, err := s.identical(ctx, drv, columns, values, pairs, found)
+	if err != nil || len(unsure) == 0 {
+		return found, keyed, err
+	}
+	return found, keyed, s.compared(ctx, drv, values, unsure, found)
+}
+
+// identical runs the first statement of find, adds to found the stored row
+// of each pair whose key a stored row holds identically, and returns the
+// other pairs.
+func (s *selectBack) identical(ctx context.Context, drv dialect.ExecQuerier, columns []string, values []map[string]any, pairs []pair, found map[int][]int64) (unsure []pair, err error) {
 	var (
 		q    strings.Builder
 		args []any
 	)
-	from := quote(first.Table)
-	if first.Schema != "" {
-		from = quote(first.Schema) + "." + from
+	selectList := quote(s.spec.Nodes[0].ID.Column)
+	for _, c := range columns {
+		selectList += ", " + quote(c)
 	}
-	selectList := make([]string, len(columns))
-	for i, c := range columns {
-		selectList[i] = quote(c)
-	}
-	branch := func(key []string) {
-		var (
-			list strings.Builder
-			n    int
-		)
-	rows:
-		for j := range r.spec.Nodes {
+	for i, key := range s.keys {
+		var list []string
+		for _, p := range pairs {
+			if p.i != i {
+				continue
+			}
+			list = append(list, strings.TrimSuffix(strings.Repeat("?, ", len(key)), ", "))
 			for _, c := range key {
-				if values[j][c] == nil {
-					continue rows
-				}
-			}
-			if n > 0 {
-				list.WriteString(", ")
-			}
-			n++
-			if len(key) == 1 {
-				list.WriteString("?")
-			} else {
-				list.WriteString("(" + strings.TrimSuffix(strings.Repeat("?, ", len(key)), ", ") + ")")
-			}
-			for _, c := range key {
-				args = append(args, values[j][c])
+				args = append(args, values[p.j][c])
 			}
 		}
-		if n == 0 {
-			return
+		if len(list) == 0 {
+			continue
+		}
+		cols := make([]string, len(key))
+		for k, c := range key {
+			cols[k] = quote(c)
+		}
+		// A column IN a list of values, or a row of columns IN a list of
+		// rows: TiDB reads the former as point lookups, not the latter with
+		// one column.
+		target, in := cols[0], strings.Join(list, ", ")
+		if len(key) > 1 {
+			target, in = "("+strings.Join(cols, ", ")+")", "("+strings.Join(list, "), (")+")"
 		}
 		if q.Len() > 0 {
 			q.WriteString(" UNION ALL ")
 		}
-		cols := make([]string, len(key))
-		for i, c := range key {
-			cols[i] = quote(c)
+		q.WriteString("(SELECT " + selectList + " FROM " + s.from() + " WHERE " + target + " IN (" + in + ") FOR UPDATE)")
+	}
+	byKey := make([]map[string]int64, len(s.keys))
+	for i := range byKey {
+		byKey[i] = map[string]int64{}
+	}
+	rows := &sql.Rows{}
+	if err := drv.Query(ctx, q.String(), args, rows); err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		got := make([]any, len(columns))
+		dest := []any{&id}
+		for k := range got {
+			dest = append(dest, &got[k])
 		}
-		// A column IN a list of values, or a row of columns IN a list of
-		// rows: TiDB reads the former as point lookups, not the latter
-		// with one column.
-		target := cols[0]
-		if len(key) > 1 {
-			target = "(" + strings.Join(cols, ", ") + ")"
+		if err := rows.Scan(dest...); err != nil {
+			return nil, err
 		}
-		q.WriteString("SELECT " + strings.Join(selectList, ", ") + " FROM " + from +
-			" WHERE " + target + " IN (" + list.String() + ")")
+		row := map[string]any{}
+		for k, c := range columns {
+			row[c] = got[k]
+		}
+		for i, key := range s.keys {
+			if k, ok := identity(key, row); ok {
+				byKey[i][k] = id
+			}
+		}
 	}
-	// A generated id meets no stored row (the guard stops the statement
-	// if it does): a row with one is its own stored row, or met one by a
-	// unique key, so the ids need no lookup. An id the caller set may have
-	// met the row that holds it.
-	if !r.generated {
-		branch([]string{first.ID.Column})
+	if err := rows.Err(); err != nil {
+		return nil, err
 	}
-	for _, key := range r.keys {
-		branch(key)
+	for _, p := range pairs {
+		k, ok := identity(s.keys[p.i], values[p.j])
+		if id, met := byKey[p.i][k]; ok && met {
+			found[p.j] = appendOnce(found[p.j], id)
+		} else {
+			unsure = append(unsure, p)
+		}
 	}
-	if q.Len() == 0 {
-		// No unique key but the primary one, and generated ids: every row
-		// was inserted with its own id.
-		return nil
+	return unsure, nil
+}
+
+// compared runs the second statement of find, for the pairs no stored row
+// matched identically, and adds what the server finds to found.
+func (s *selectBack) compared(ctx context.Context, drv dialect.ExecQuerier, values []map[string]any, unsure []pair, found map[int][]int64) error {
+	var (
+		q    strings.Builder
+		args []any
+	)
+	for n, p := range unsure {
+		where := make([]string, len(s.keys[p.i]))
+		for k, c := range s.keys[p.i] {
+			where[k] = quote(c) + " = ?"
+			args = append(args, values[p.j][c])
+		}
+		if n > 0 {
+			q.WriteString(" UNION ALL ")
+		}
+		q.WriteString("(SELECT " + strconv.Itoa(p.j) + " AS o, " + quote(s.spec.Nodes[0].ID.Column) + " FROM " + s.from() +
+			" WHERE " + strings.Join(where, " AND ") + " FOR UPDATE)")
 	}
 	rows := &sql.Rows{}
 	if err := drv.Query(ctx, q.String(), args, rows); err != nil {
 		return err
 	}
 	defer rows.Close()
-	// The stored rows, by id and by each key's values. The values are
-	// compared here byte for byte, where the server compared them by the
-	// columns' collations: a stored row whose key equals a batch row's byte
-	// for byte is the one row equal to it by the collation (the key is
-	// unique by the collation), and a batch row that finds none that way
-	// (an 'A' that met an 'a' the update left as it was; a value the
-	// server stores rounded) is uncertain.
-	ids := map[int64]bool{}
-	byKey := make([]map[string]int64, len(r.keys))
-	for i := range byKey {
-		byKey[i] = map[string]int64{}
-	}
 	for rows.Next() {
-		stored := make([]any, len(columns))
-		ptrs := make([]any, len(columns))
-		for i := range stored {
-			ptrs[i] = &stored[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
+		var (
+			j  int
+			id int64
+		)
+		if err := rows.Scan(&j, &id); err != nil {
 			return err
 		}
-		text, _ := value(stored[0])
-		var id int64
-		if _, err := fmt.Sscan(text, &id); err != nil {
-			return fmt.Errorf("%s: bulk upsert into %s: the SELECT gave the id %v", r.pkg, first.Table, stored[0])
-		}
-		ids[id] = true
-		got := map[string]any{}
-		for i, c := range columns {
-			got[c] = stored[i]
-		}
-		for i, key := range r.keys {
-			if k, ok := keyOf(key, got); ok {
-				byKey[i][k] = id
-			}
-		}
+		found[j] = appendOnce(found[j], id)
 	}
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	for j, node := range r.spec.Nodes {
-		var (
-			found int64
-			keyed bool // the row has a unique key without a NULL
-		)
-		own, _ := node.ID.Value.(int64)
-		if ids[own] {
-			found = own
-		}
-	keys:
-		for i, key := range r.keys {
-			for _, c := range key {
-				if values[j][c] == nil {
-					continue keys // NULL meets nothing
-				}
-			}
-			keyed = true
-			k, ok := keyOf(key, values[j])
-			if !ok {
-				return fmt.Errorf("%w: row %d has a unique key of a type not compared here", errUncertain, j)
-			}
-			switch id, met := byKey[i][k]; {
-			case !met:
-			case found != 0 && found != id:
-				return fmt.Errorf("%w: row %d holds the values of two stored rows (%d, %d)", errUncertain, j, found, id)
-			default:
-				found = id
-			}
-		}
-		if found == 0 && r.generated && !keyed {
-			found = own // nothing it could meet: inserted
-		}
-		if found == 0 {
-			return fmt.Errorf("%w: no stored row holds the id or, byte for byte, a unique key of row %d", errUncertain, j)
-		}
-		node.ID.Value = found
-	}
-	return nil
+	return rows.Err()
 }
 
-// keyOf returns the values of a key's columns in row as one string to
-// compare, and false if one of them is NULL or of a type that value does
-// not compare.
-func keyOf(key []string, row map[string]any) (string, bool) {
+// from is the batch's table, with its schema if it has one.
+func (s *selectBack) from() string {
+	first := s.spec.Nodes[0]
+	if first.Schema != "" {
+		return quote(first.Schema) + "." + quote(first.Table)
+	}
+	return quote(first.Table)
+}
+
+// appendOnce appends id to ids unless it is there.
+func appendOnce(ids []int64, id int64) []int64 {
+	if slices.Contains(ids, id) {
+		return ids
+	}
+	return append(ids, id)
+}
+
+// identity returns the values of a key's columns in row as one string, to
+// find a stored row whose key is the very value a batch row gave, and false
+// if one of them is NULL or of a kind it does not write out: the MySQL
+// driver reads text and, over the text protocol (interpolateParams),
+// integers as bytes, and integers as int64 over the binary one; a value
+// given through driver.Valuer (a UUID) is what it gives. A time, a float or
+// anything else is left to the server: it may store it otherwise than it
+// was sent.
+func identity(key []string, row map[string]any) (string, bool) {
 	var b strings.Builder
 	for _, c := range key {
-		v, ok := value(row[c])
-		if !ok {
+		v := row[c]
+		if vv, ok := v.(driver.Valuer); ok {
+			var err error
+			if v, err = vv.Value(); err != nil {
+				return "", false
+			}
+		}
+		var text string
+		switch v := v.(type) {
+		case string:
+			text = v
+		case []byte:
+			text = string(v)
+		case int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64:
+			text = fmt.Sprint(v)
+		case bool:
+			text = "0"
+			if v {
+				text = "1"
+			}
+		default:
 			return "", false
 		}
-		fmt.Fprintf(&b, "%d:%s;", len(v), v)
+		fmt.Fprintf(&b, "%d:%s;", len(text), text)
 	}
 	return b.String(), true
 }
 
-// value makes a value given to the driver, or read back from it,
-// comparable, as text: the MySQL driver reads text, and integers too over
-// the text protocol (interpolateParams), back as bytes, and integers as
-// int64 over the binary one; a column holds one kind of value, so the
-// text of either compares. Anything else (a time, a float, NULL) is not
-// compared: the server may store it otherwise than it was sent.
-func value(v any) (string, bool) {
-	switch v := v.(type) {
-	case string:
-		return v, true
-	case []byte:
-		return string(v), true
-	case int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64:
-		return fmt.Sprint(v), true
-	case bool:
-		if v {
-			return "1", true
-		}
-		return "0", true
+// columnValue returns the value the INSERT of node writes into column c:
+// the id's, a field's, or the key of an edge on the row's own table; nil
+// for NULL.
+func columnValue(node *sqlgraph.CreateSpec, c string) any {
+	if node.ID.Column == c {
+		return node.ID.Value
 	}
-	return "", false
+	for _, f := range node.Fields {
+		if f.Column == c {
+			return f.Value
+		}
+	}
+	for _, e := range node.Edges {
+		if ownTable(e) && e.Columns[0] == c && len(e.Target.Nodes) > 0 {
+			return e.Target.Nodes[0]
+		}
+	}
+	return nil
+}
+
+// mapped returns each batch row's stored id: the one stored row the SELECT
+// found for a row with a key (keyed), its own id for a row without one. A
+// row with a key that found none or two, or (distinct) a stored row that
+// two rows found, is uncertain (errUncertain), and no row is given an id.
+func (s *selectBack) mapped(keyed map[int]bool, found map[int][]int64) ([]int64, error) {
+	ids := make([]int64, len(s.spec.Nodes))
+	by := map[int64]int{}
+	for j, node := range s.spec.Nodes {
+		ids[j], _ = node.ID.Value.(int64)
+		if !keyed[j] {
+			continue
+		}
+		switch got := found[j]; len(got) {
+		case 1:
+			if k, seen := by[got[0]]; seen && s.distinct {
+				return nil, fmt.Errorf("%w: rows %d and %d find one stored row (%d)", errUncertain, k, j, got[0])
+			}
+			ids[j], by[got[0]] = got[0], j
+		case 0:
+			return nil, fmt.Errorf("%w: the server finds no stored row with the keys of row %d", errUncertain, j)
+		default:
+			return nil, fmt.Errorf("%w: the server finds %d stored rows with the keys of row %d (%v)", errUncertain, len(got), j, got)
+		}
+	}
+	return ids, nil
 }

@@ -1,6 +1,7 @@
 package entrt
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"strings"
@@ -10,15 +11,120 @@ import (
 	"entgo.io/ent/dialect/sql/sqlgraph"
 )
 
-// UpsertOptions returns the conflict options of an upsert of the row of
-// spec, on dialect d: the caller's opts (DoNothing made ResolveWithIgnore on
-// MySQL, see callerOptions), then keepID's, which keeps the stored row's
-// primary key and reports its id. generated reports whether the create's id
+// UpsertOne returns the conflict options of the upsert of the row of spec
+// (spec.OnConflict are the caller's), and the driver to run it on in place
+// of the client's: the caller's options (DoNothing made ResolveWithIgnore on
+// MySQL, see callerOptions), then keepID's, which keep the stored row's
+// primary key and report its id. generated reports whether the create's id
 // is the one the hook generated (IDState.Generated): only such an id gets
 // the guard.
-func UpsertOptions(d string, opts []sql.ConflictOption, spec *sqlgraph.CreateSpec, generated bool) []sql.ConflictOption {
-	return append(callerOptions(d, opts), keepID(d, spec, generated))
+//
+// On MySQL the driver is an insertDriver that tells an insert from an
+// update by the INSERT's affected rows (oneInsert), since the OK packet's
+// insert id is not always the id: elsewhere it is the client's own.
+//
+// Options that make no statement on their own (OnConflictColumns with no
+// resolution) are returned as they are on PostgreSQL and SQLite, so that
+// ent's statement fails as it does without entflake, writing nothing. On
+// MySQL ent adds an update of its own to them (id = LAST_INSERT_ID(id), for
+// an AUTO_INCREMENT id), which makes them Ignore: entflake's update of the
+// id does the same.
+func (c *Client) UpsertOne(spec *sqlgraph.CreateSpec, generated bool) ([]sql.ConflictOption, dialect.Driver) {
+	d := c.dialect()
+	if d != dialect.MySQL && !renders(d, spec.OnConflict) {
+		return spec.OnConflict, c.Driver
+	}
+	inserted := new(int64)
+	opts := append(callerOptions(d, spec.OnConflict), keepID(d, spec, generated, inserted))
+	if d != dialect.MySQL {
+		return opts, c.Driver
+	}
+	drv := c.Driver
+	if r, ok := drv.(*insertDriver); ok {
+		drv = r.Driver // the builder saved again: its driver is the last Save's
+	}
+	return opts, &insertDriver{Driver: drv, insert: c.oneInsert(spec, inserted)}
 }
+
+// renders reports whether conflict options make a statement on their own,
+// as ent's builder renders them on a scratch INSERT of dialect d: options
+// with no resolution for the update (OnConflictColumns alone), or with a
+// value the builder refuses (Refused), make none.
+func renders(d string, opts []sql.ConflictOption) bool {
+	_, _, err := sql.Dialect(d).Insert("t").Columns("c").Values(1).OnConflict(opts...).QueryErr()
+	return err == nil
+}
+
+// oneInsert runs the INSERT of a single upsert on MySQL (spec, whose id is
+// inserted as LAST_INSERT_ID(<id>) and updated as LAST_INSERT_ID(id):
+// keepID) and makes the insert id of its result the stored row's id, which
+// sqlgraph reads and writes the edges with. MySQL, MariaDB and TiDB put
+// into the OK packet's insert id the value of an AUTO_INCREMENT column the
+// statement generated, if the table has one besides the id (an inserted
+// row generates it), before LAST_INSERT_ID(expr)'s: so the id comes from
+// the affected rows, which INSERT ... ON DUPLICATE KEY UPDATE counts as 1
+// for an inserted row, 2 for an updated one and 0 for an update that
+// changed nothing. Checked on MariaDB 10.11 and TiDB: with a column
+// seq BIGINT AUTO_INCREMENT UNIQUE, an insert says 1 row and insert id 1
+// (seq), an update 2 rows and the stored id, a no-op update 0 rows and
+// the stored id. With the client flag CLIENT_FOUND_ROWS (go-sql-driver's
+// clientFoundRows=true) a no-op update counts 1 too; so 1 row and an insert
+// id other than the inserted one is settled by asking whether the
+// inserted id is now a stored row's (on the statement's connection and
+// transaction): if it is, the row was inserted.
+func (c *Client) oneInsert(spec *sqlgraph.CreateSpec, inserted *int64) insertFunc {
+	return func(ctx context.Context, drv dialect.ExecQuerier, query string, args, v any) error {
+		var res sql.Result
+		if err := drv.Exec(ctx, query, args, &res); err != nil {
+			return err
+		}
+		id, err := res.LastInsertId()
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if n == 1 && id != *inserted {
+			stored, err := holds(ctx, drv, spec, *inserted)
+			if err != nil {
+				return err
+			}
+			if stored {
+				id = *inserted
+			}
+		}
+		if r, ok := v.(*sql.Result); ok {
+			*r = result{id: id, rows: n}
+		}
+		return nil
+	}
+}
+
+// holds reports whether the table of spec has a row with the id id.
+func holds(ctx context.Context, drv dialect.ExecQuerier, spec *sqlgraph.CreateSpec, id int64) (bool, error) {
+	from := quote(spec.Table)
+	if spec.Schema != "" {
+		from = quote(spec.Schema) + "." + from
+	}
+	rows := &sql.Rows{}
+	if err := drv.Query(ctx, "SELECT COUNT(*) FROM "+from+" WHERE "+quote(spec.ID.Column)+" = ?", []any{id}, rows); err != nil {
+		return false, fmt.Errorf("entflake: upsert into %s: %w", spec.Table, err)
+	}
+	defer rows.Close()
+	n, err := sql.ScanInt64(rows)
+	return n > 0, err
+}
+
+// result is the result of an INSERT as entflake read it.
+type result struct{ id, rows int64 }
+
+// LastInsertId implements sql.Result.
+func (r result) LastInsertId() (int64, error) { return r.id, nil }
+
+// RowsAffected implements sql.Result.
+func (r result) RowsAffected() (int64, error) { return r.rows, nil }
 
 // keepID is the conflict option added to every upsert of an entity type
 // with the SnowflakeID mixin, for the row of spec: the row an upsert
@@ -37,7 +143,7 @@ func UpsertOptions(d string, opts []sql.ConflictOption, spec *sqlgraph.CreateSpe
 // as SQL) and the update sets id = LAST_INSERT_ID(id): the OK packet then
 // carries the inserted id, or the updated row's. (A table with an
 // AUTO_INCREMENT column besides the id puts that column's value in the OK
-// packet of an insert instead: see Client.UpsertOne.)
+// packet of an insert instead: see Client.oneInsert.)
 //
 // A row that already holds the id the hook just generated is another
 // instance's (a worker id held twice). MySQL's ON DUPLICATE KEY UPDATE
@@ -51,7 +157,9 @@ func UpsertOptions(d string, opts []sql.ConflictOption, spec *sqlgraph.CreateSpe
 // entflake.Insert.Upsert) then finds the row with that id and reports the
 // collision. An id the caller set may update the row it names, and so may
 // an id a later hook set in place of the generated one.
-func keepID(d string, spec *sqlgraph.CreateSpec, generated bool) sql.ConflictOption {
+//
+// The id inserted is written to inserted, once sqlgraph applies the option.
+func keepID(d string, spec *sqlgraph.CreateSpec, generated bool, inserted *int64) sql.ConflictOption {
 	var (
 		column = spec.ID.Column
 		id     int64 // the id inserted, once sqlgraph applies the option
@@ -60,6 +168,7 @@ func keepID(d string, spec *sqlgraph.CreateSpec, generated bool) sql.ConflictOpt
 		c := s.Table().C(column)
 		if d != dialect.MySQL {
 			id, _ = spec.ID.Value.(int64) // set by now: the statement is being rendered
+			*inserted = id
 		}
 		s.Set(column, sql.ExprFunc(func(b *sql.Builder) {
 			stored := c
@@ -80,7 +189,7 @@ func keepID(d string, spec *sqlgraph.CreateSpec, generated bool) sql.ConflictOpt
 	}
 	return before(keep, func() {
 		if v, ok := spec.ID.Value.(int64); ok {
-			id = v
+			id, *inserted = v, v
 			spec.ID.Value = sql.Expr("LAST_INSERT_ID(?)", v)
 		}
 	})

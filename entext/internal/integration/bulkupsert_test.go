@@ -171,17 +171,17 @@ var bulkResolutions = []struct {
 // row does not set it, so an update of new values clears the stored nick
 // of a row that sets none: one upsert per row, naming only its own
 // columns, kept it (issue 24's a8m/m8a). MariaDB runs each batch as one
-// statement (RETURNING); TiDB, which has none, per row; PostgreSQL and
-// SQLite as one statement unless the clause skips rows. A batch that
-// mixes generated ids with one the caller set runs per row everywhere,
-// which puts the per-row path (MySQL's and TiDB's) to the same test on
-// MariaDB.
+// statement (RETURNING); MySQL 8 (MariaDB through its path) and TiDB,
+// which have none, as the INSERT and one SELECT; PostgreSQL and SQLite as
+// one statement unless the clause skips rows. A batch that mixes generated
+// ids with one the caller set runs per row everywhere, which puts the
+// per-row path to the same test on MariaDB. On the MySQL family it runs
+// under a binary (PAD SPACE) and two case-insensitive collations of the
+// name, and a quarter of the rows meet their stored rows only by the
+// collation: in another case, or with a trailing space.
 func TestUpsertBatches(t *testing.T) {
-	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
-		e := openEdges(t, b, true)
-		drv := newCounted(e.drv)
-		users := edges.NewClient(edges.Driver(drv), edges.IDGenerator(e.gen))
-		tidb := b.Dialect == dialect.MySQL && dbtest.TiDB(t)
+	forPaths(t, func(t *testing.T, k *keyed) {
+		e, drv, users, b := k.edgesEnv, k.drv, k.users, dbtest.Backend{Dialect: k.dialect}
 		ctx := context.Background()
 		for _, r := range bulkResolutions {
 			if b.Dialect == dialect.MySQL && !r.mysql {
@@ -203,8 +203,10 @@ func TestUpsertBatches(t *testing.T) {
 					stored := max(1, size/2)
 					var seedU []*edges.UserCreate
 					var seedP []*edges.PlainCreate
+					seeded := map[string]bool{}
 					for j := range stored {
 						name := fmt.Sprintf("s%04d", j)
+						seeded[name] = true
 						seedU = append(seedU, e.User.Create().SetName(name).SetAge(5+j%2).SetNick("old"))
 						seedP = append(seedP, e.Plain.Create().SetName(name).SetAge(5+j%2).SetNick("old"))
 					}
@@ -217,6 +219,12 @@ func TestUpsertBatches(t *testing.T) {
 						row.name = fmt.Sprintf("n%04d", i)
 						if i%2 == 0 && i/2 < stored {
 							row.name = fmt.Sprintf("s%04d", i/2)
+							switch i % 8 {
+							case 2:
+								row.name = strings.ToUpper(row.name) // met by a case-insensitive collation
+							case 6:
+								row.name += " " // met by a PAD SPACE one
+							}
 						}
 						switch i % 3 {
 						case 0:
@@ -255,37 +263,39 @@ func TestUpsertBatches(t *testing.T) {
 						return
 					}
 
-					// The ids: every entity has its stored row's, but a row that
+					// The ids: every entity has its stored row's (the one the
+					// server finds under the name's collation), but a row that
 					// PostgreSQL or SQLite skipped, which has none.
-					ids := map[string]int64{}
-					for _, u := range e.User.Query().AllX(ctx) {
-						ids[u.Name] = u.ID
-					}
 					for i, c := range cu {
 						name := rows[i].name
 						id, _ := c.Mutation().ID()
 						if id == 0 {
 							assert.True(t, r.skips && b.Dialect != dialect.MySQL, "row %d (%s) has no id", i, name)
-							met := strings.HasPrefix(name, "s") || slices.ContainsFunc(rows[:i], func(x batchRow) bool { return x.name == name })
+							met := seeded[name] || slices.ContainsFunc(rows[:i], func(x batchRow) bool { return x.name == name })
 							assert.True(t, met, "row %d (%s) skipped, but it met no row", i, name)
 							continue
 						}
-						assert.Equal(t, ids[name], id, "row %d (%s)", i, name)
+						stored, ok := e.userID(t, name)
+						assert.True(t, ok, "row %d (%s): no stored row", i, name)
+						assert.Equal(t, stored, id, "row %d (%s)", i, name)
 						if r.name == "DoNothing" && b.Dialect != dialect.MySQL {
-							assert.True(t, strings.HasPrefix(name, "n") && slices.IndexFunc(rows, func(x batchRow) bool { return x.name == name }) == i,
+							assert.True(t, !seeded[name] && slices.IndexFunc(rows, func(x batchRow) bool { return x.name == name }) == i,
 								"row %d (%s) was inserted", i, name)
 						}
 					}
 
 					// The statements of the batch.
-					want := int64(1)
+					want := []int64{1}
 					switch {
 					case bt.mixed || b.Dialect != dialect.MySQL && r.skips:
-						want = int64(size) // one upsert per row
-					case tidb:
-						want = 2 // the INSERT, and the SELECT of the stored rows
+						want = []int64{int64(size)} // one upsert per row
+					case k.path.mysql8:
+						// The INSERT, the SELECT of the stored rows, and one of
+						// those met only by the collation if the update left
+						// their names as stored.
+						want = []int64{2, 3}
 					}
-					assert.Equal(t, want, statements, "statements per batch")
+					assert.Contains(t, want, statements, "statements per batch")
 				})
 			}
 		}
@@ -452,7 +462,7 @@ func TestUpsertBatchesSelectBack(t *testing.T) {
 		err = client.User.CreateBulk(c1, c2).OnConflictColumns(user.FieldName).Ignore().Exec(ctx)
 		require.NoError(t, err)
 		if lines := perRow(); assert.Len(t, lines, 1) {
-			assert.Contains(t, lines[0], "two stored rows")
+			assert.Contains(t, lines[0], "finds 2 stored rows")
 		}
 		assert.Equal(t, int64(4), drv.n.Load(), "the INSERT, its SELECT, then one upsert per row")
 		id1, _ = c1.Mutation().ID()

@@ -153,7 +153,8 @@ func TestReviewBulkInBatchDuplicate(t *testing.T) {
 	})
 }
 
-// the batch is written; the user transaction stays usable.
+// the batch is written; the user transaction stays usable, but on
+// PostgreSQL, which aborts it at the failed statement, as at ent's.
 func TestReviewBulkCollisionLaterRow(t *testing.T) {
 	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
 		for _, inTx := range []bool{false, true} {
@@ -181,9 +182,13 @@ func TestReviewBulkCollisionLaterRow(t *testing.T) {
 					}
 					t.Logf("%s tx=%v %s: err=%v", b.Name, inTx, res, err)
 					assert.ErrorIs(t, err, entflake.ErrWorkerCollision)
-					if inTx && b.Dialect == dialect.Postgres && res == "UpdateNewValues" {
-						// One multi-row INSERT failed: PostgreSQL aborts the
-						// transaction, as for any failed statement (ent's behaviour).
+					if inTx && b.Dialect == dialect.Postgres {
+						// A statement failed (the multi-row INSERT, or one row's
+						// of DoNothing's per-row path): PostgreSQL aborts the
+						// transaction, as for any failed statement, and the batch
+						// leaves it so, as ent's own statement would (issue 30).
+						_, qerr := tx.User.Query().Count(ctx)
+						require.Error(t, qerr, "aborted")
 						return
 					}
 					if inTx {

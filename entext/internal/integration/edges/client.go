@@ -19,6 +19,8 @@ import (
 	"github.com/entflake/entflake/entext/internal/integration/edges/group"
 	"github.com/entflake/entflake/entext/internal/integration/edges/pet"
 	"github.com/entflake/entflake/entext/internal/integration/edges/plain"
+	"github.com/entflake/entflake/entext/internal/integration/edges/plaintoken"
+	"github.com/entflake/entflake/entext/internal/integration/edges/token"
 	"github.com/entflake/entflake/entext/internal/integration/edges/user"
 )
 
@@ -35,6 +37,10 @@ type Client struct {
 	Pet *PetClient
 	// Plain is the client for interacting with the Plain builders.
 	Plain *PlainClient
+	// PlainToken is the client for interacting with the PlainToken builders.
+	PlainToken *PlainTokenClient
+	// Token is the client for interacting with the Token builders.
+	Token *TokenClient
 	// User is the client for interacting with the User builders.
 	User *UserClient
 }
@@ -52,6 +58,8 @@ func (c *Client) init() {
 	c.Group = NewGroupClient(c.config)
 	c.Pet = NewPetClient(c.config)
 	c.Plain = NewPlainClient(c.config)
+	c.PlainToken = NewPlainTokenClient(c.config)
+	c.Token = NewTokenClient(c.config)
 	c.User = NewUserClient(c.config)
 }
 
@@ -85,6 +93,7 @@ func newConfig(opts ...Option) config {
 	cfg.hooks.Card = append(cfg.hooks.Card, entflakeIDs)
 	cfg.hooks.Group = append(cfg.hooks.Group, entflakeIDs)
 	cfg.hooks.Pet = append(cfg.hooks.Pet, entflakeIDs)
+	cfg.hooks.Token = append(cfg.hooks.Token, entflakeIDs)
 	cfg.hooks.User = append(cfg.hooks.User, entflakeIDs)
 	cfg.options(opts...)
 	return cfg
@@ -153,13 +162,15 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 	cfg := c.config
 	cfg.driver = tx
 	return &Tx{
-		ctx:    ctx,
-		config: cfg,
-		Card:   NewCardClient(cfg),
-		Group:  NewGroupClient(cfg),
-		Pet:    NewPetClient(cfg),
-		Plain:  NewPlainClient(cfg),
-		User:   NewUserClient(cfg),
+		ctx:        ctx,
+		config:     cfg,
+		Card:       NewCardClient(cfg),
+		Group:      NewGroupClient(cfg),
+		Pet:        NewPetClient(cfg),
+		Plain:      NewPlainClient(cfg),
+		PlainToken: NewPlainTokenClient(cfg),
+		Token:      NewTokenClient(cfg),
+		User:       NewUserClient(cfg),
 	}, nil
 }
 
@@ -177,13 +188,15 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 	cfg := c.config
 	cfg.driver = &txDriver{tx: tx, drv: c.driver}
 	return &Tx{
-		ctx:    ctx,
-		config: cfg,
-		Card:   NewCardClient(cfg),
-		Group:  NewGroupClient(cfg),
-		Pet:    NewPetClient(cfg),
-		Plain:  NewPlainClient(cfg),
-		User:   NewUserClient(cfg),
+		ctx:        ctx,
+		config:     cfg,
+		Card:       NewCardClient(cfg),
+		Group:      NewGroupClient(cfg),
+		Pet:        NewPetClient(cfg),
+		Plain:      NewPlainClient(cfg),
+		PlainToken: NewPlainTokenClient(cfg),
+		Token:      NewTokenClient(cfg),
+		User:       NewUserClient(cfg),
 	}, nil
 }
 
@@ -212,21 +225,21 @@ func (c *Client) Close() error {
 // Use adds the mutation hooks to all the entity clients.
 // In order to add hooks to a specific client, call: `client.Node.Use(...)`.
 func (c *Client) Use(hooks ...Hook) {
-	c.Card.Use(hooks...)
-	c.Group.Use(hooks...)
-	c.Pet.Use(hooks...)
-	c.Plain.Use(hooks...)
-	c.User.Use(hooks...)
+	for _, n := range []interface{ Use(...Hook) }{
+		c.Card, c.Group, c.Pet, c.Plain, c.PlainToken, c.Token, c.User,
+	} {
+		n.Use(hooks...)
+	}
 }
 
 // Intercept adds the query interceptors to all the entity clients.
 // In order to add interceptors to a specific client, call: `client.Node.Intercept(...)`.
 func (c *Client) Intercept(interceptors ...Interceptor) {
-	c.Card.Intercept(interceptors...)
-	c.Group.Intercept(interceptors...)
-	c.Pet.Intercept(interceptors...)
-	c.Plain.Intercept(interceptors...)
-	c.User.Intercept(interceptors...)
+	for _, n := range []interface{ Intercept(...Interceptor) }{
+		c.Card, c.Group, c.Pet, c.Plain, c.PlainToken, c.Token, c.User,
+	} {
+		n.Intercept(interceptors...)
+	}
 }
 
 // Mutate implements the ent.Mutator interface.
@@ -240,6 +253,10 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.Pet.mutate(ctx, m)
 	case *PlainMutation:
 		return c.Plain.mutate(ctx, m)
+	case *PlainTokenMutation:
+		return c.PlainToken.mutate(ctx, m)
+	case *TokenMutation:
+		return c.Token.mutate(ctx, m)
 	case *UserMutation:
 		return c.User.mutate(ctx, m)
 	default:
@@ -827,6 +844,272 @@ func (c *PlainClient) mutate(ctx context.Context, m *PlainMutation) (Value, erro
 	}
 }
 
+// PlainTokenClient is a client for the PlainToken schema.
+type PlainTokenClient struct {
+	config
+}
+
+// NewPlainTokenClient returns a client for the PlainToken from the given config.
+func NewPlainTokenClient(c config) *PlainTokenClient {
+	return &PlainTokenClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `plaintoken.Hooks(f(g(h())))`.
+func (c *PlainTokenClient) Use(hooks ...Hook) {
+	c.hooks.PlainToken = append(c.hooks.PlainToken, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `plaintoken.Intercept(f(g(h())))`.
+func (c *PlainTokenClient) Intercept(interceptors ...Interceptor) {
+	c.inters.PlainToken = append(c.inters.PlainToken, interceptors...)
+}
+
+// Create returns a builder for creating a PlainToken entity.
+func (c *PlainTokenClient) Create() *PlainTokenCreate {
+	mutation := newPlainTokenMutation(c.config, OpCreate)
+	return &PlainTokenCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of PlainToken entities.
+func (c *PlainTokenClient) CreateBulk(builders ...*PlainTokenCreate) *PlainTokenCreateBulk {
+	return &PlainTokenCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *PlainTokenClient) MapCreateBulk(slice any, setFunc func(*PlainTokenCreate, int)) *PlainTokenCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &PlainTokenCreateBulk{err: fmt.Errorf("calling to PlainTokenClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*PlainTokenCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &PlainTokenCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for PlainToken.
+func (c *PlainTokenClient) Update() *PlainTokenUpdate {
+	mutation := newPlainTokenMutation(c.config, OpUpdate)
+	return &PlainTokenUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *PlainTokenClient) UpdateOne(_m *PlainToken) *PlainTokenUpdateOne {
+	mutation := newPlainTokenMutation(c.config, OpUpdateOne, withPlainToken(_m))
+	return &PlainTokenUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *PlainTokenClient) UpdateOneID(id int) *PlainTokenUpdateOne {
+	mutation := newPlainTokenMutation(c.config, OpUpdateOne, withPlainTokenID(id))
+	return &PlainTokenUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for PlainToken.
+func (c *PlainTokenClient) Delete() *PlainTokenDelete {
+	mutation := newPlainTokenMutation(c.config, OpDelete)
+	return &PlainTokenDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *PlainTokenClient) DeleteOne(_m *PlainToken) *PlainTokenDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *PlainTokenClient) DeleteOneID(id int) *PlainTokenDeleteOne {
+	builder := c.Delete().Where(plaintoken.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &PlainTokenDeleteOne{builder}
+}
+
+// Query returns a query builder for PlainToken.
+func (c *PlainTokenClient) Query() *PlainTokenQuery {
+	return &PlainTokenQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypePlainToken},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a PlainToken entity by its id.
+func (c *PlainTokenClient) Get(ctx context.Context, id int) (*PlainToken, error) {
+	return c.Query().Where(plaintoken.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *PlainTokenClient) GetX(ctx context.Context, id int) *PlainToken {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *PlainTokenClient) Hooks() []Hook {
+	return c.hooks.PlainToken
+}
+
+// Interceptors returns the client interceptors.
+func (c *PlainTokenClient) Interceptors() []Interceptor {
+	return c.inters.PlainToken
+}
+
+func (c *PlainTokenClient) mutate(ctx context.Context, m *PlainTokenMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&PlainTokenCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&PlainTokenUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&PlainTokenUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&PlainTokenDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("edges: unknown PlainToken mutation op: %q", m.Op())
+	}
+}
+
+// TokenClient is a client for the Token schema.
+type TokenClient struct {
+	config
+}
+
+// NewTokenClient returns a client for the Token from the given config.
+func NewTokenClient(c config) *TokenClient {
+	return &TokenClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `token.Hooks(f(g(h())))`.
+func (c *TokenClient) Use(hooks ...Hook) {
+	c.hooks.Token = append(c.hooks.Token, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `token.Intercept(f(g(h())))`.
+func (c *TokenClient) Intercept(interceptors ...Interceptor) {
+	c.inters.Token = append(c.inters.Token, interceptors...)
+}
+
+// Create returns a builder for creating a Token entity.
+func (c *TokenClient) Create() *TokenCreate {
+	mutation := newTokenMutation(c.config, OpCreate)
+	return &TokenCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of Token entities.
+func (c *TokenClient) CreateBulk(builders ...*TokenCreate) *TokenCreateBulk {
+	return &TokenCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *TokenClient) MapCreateBulk(slice any, setFunc func(*TokenCreate, int)) *TokenCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &TokenCreateBulk{err: fmt.Errorf("calling to TokenClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*TokenCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &TokenCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for Token.
+func (c *TokenClient) Update() *TokenUpdate {
+	mutation := newTokenMutation(c.config, OpUpdate)
+	return &TokenUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *TokenClient) UpdateOne(_m *Token) *TokenUpdateOne {
+	mutation := newTokenMutation(c.config, OpUpdateOne, withToken(_m))
+	return &TokenUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *TokenClient) UpdateOneID(id int64) *TokenUpdateOne {
+	mutation := newTokenMutation(c.config, OpUpdateOne, withTokenID(id))
+	return &TokenUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for Token.
+func (c *TokenClient) Delete() *TokenDelete {
+	mutation := newTokenMutation(c.config, OpDelete)
+	return &TokenDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *TokenClient) DeleteOne(_m *Token) *TokenDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *TokenClient) DeleteOneID(id int64) *TokenDeleteOne {
+	builder := c.Delete().Where(token.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &TokenDeleteOne{builder}
+}
+
+// Query returns a query builder for Token.
+func (c *TokenClient) Query() *TokenQuery {
+	return &TokenQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeToken},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a Token entity by its id.
+func (c *TokenClient) Get(ctx context.Context, id int64) (*Token, error) {
+	return c.Query().Where(token.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *TokenClient) GetX(ctx context.Context, id int64) *Token {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *TokenClient) Hooks() []Hook {
+	return c.hooks.Token
+}
+
+// Interceptors returns the client interceptors.
+func (c *TokenClient) Interceptors() []Interceptor {
+	return c.inters.Token
+}
+
+func (c *TokenClient) mutate(ctx context.Context, m *TokenMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&TokenCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&TokenUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&TokenUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&TokenDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("edges: unknown Token mutation op: %q", m.Op())
+	}
+}
+
 // UserClient is a client for the User schema.
 type UserClient struct {
 	config
@@ -1012,9 +1295,9 @@ func (c *UserClient) mutate(ctx context.Context, m *UserMutation) (Value, error)
 // hooks and interceptors per client, for fast access.
 type (
 	hooks struct {
-		Card, Group, Pet, Plain, User []ent.Hook
+		Card, Group, Pet, Plain, PlainToken, Token, User []ent.Hook
 	}
 	inters struct {
-		Card, Group, Pet, Plain, User []ent.Interceptor
+		Card, Group, Pet, Plain, PlainToken, Token, User []ent.Interceptor
 	}
 )

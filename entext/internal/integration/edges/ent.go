@@ -16,6 +16,8 @@ import (
 	"github.com/entflake/entflake/entext/internal/integration/edges/group"
 	"github.com/entflake/entflake/entext/internal/integration/edges/pet"
 	"github.com/entflake/entflake/entext/internal/integration/edges/plain"
+	"github.com/entflake/entflake/entext/internal/integration/edges/plaintoken"
+	"github.com/entflake/entflake/entext/internal/integration/edges/token"
 	"github.com/entflake/entflake/entext/internal/integration/edges/user"
 )
 
@@ -77,11 +79,13 @@ var (
 func checkColumn(t, c string) error {
 	initCheck.Do(func() {
 		columnCheck = sql.NewColumnCheck(map[string]func(string) bool{
-			card.Table:  card.ValidColumn,
-			group.Table: group.ValidColumn,
-			pet.Table:   pet.ValidColumn,
-			plain.Table: plain.ValidColumn,
-			user.Table:  user.ValidColumn,
+			card.Table:       card.ValidColumn,
+			group.Table:      group.ValidColumn,
+			pet.Table:        pet.ValidColumn,
+			plain.Table:      plain.ValidColumn,
+			plaintoken.Table: plaintoken.ValidColumn,
+			token.Table:      token.ValidColumn,
+			user.Table:       user.ValidColumn,
 		})
 	})
 	return columnCheck(t, c)

@@ -20,6 +20,10 @@ type Tx struct {
 	Pet *PetClient
 	// Plain is the client for interacting with the Plain builders.
 	Plain *PlainClient
+	// PlainToken is the client for interacting with the PlainToken builders.
+	PlainToken *PlainTokenClient
+	// Token is the client for interacting with the Token builders.
+	Token *TokenClient
 	// User is the client for interacting with the User builders.
 	User *UserClient
 
@@ -157,6 +161,8 @@ func (tx *Tx) init() {
 	tx.Group = NewGroupClient(tx.config)
 	tx.Pet = NewPetClient(tx.config)
 	tx.Plain = NewPlainClient(tx.config)
+	tx.PlainToken = NewPlainTokenClient(tx.config)
+	tx.Token = NewTokenClient(tx.config)
 	tx.User = NewUserClient(tx.config)
 }
 

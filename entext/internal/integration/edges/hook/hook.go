@@ -57,6 +57,30 @@ func (f PlainFunc) Mutate(ctx context.Context, m edges.Mutation) (edges.Value, e
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *edges.PlainMutation", m)
 }
 
+// The PlainTokenFunc type is an adapter to allow the use of ordinary
+// function as PlainToken mutator.
+type PlainTokenFunc func(context.Context, *edges.PlainTokenMutation) (edges.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f PlainTokenFunc) Mutate(ctx context.Context, m edges.Mutation) (edges.Value, error) {
+	if mv, ok := m.(*edges.PlainTokenMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *edges.PlainTokenMutation", m)
+}
+
+// The TokenFunc type is an adapter to allow the use of ordinary
+// function as Token mutator.
+type TokenFunc func(context.Context, *edges.TokenMutation) (edges.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f TokenFunc) Mutate(ctx context.Context, m edges.Mutation) (edges.Value, error) {
+	if mv, ok := m.(*edges.TokenMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *edges.TokenMutation", m)
+}
+
 // The UserFunc type is an adapter to allow the use of ordinary
 // function as User mutator.
 type UserFunc func(context.Context, *edges.UserMutation) (edges.Value, error)

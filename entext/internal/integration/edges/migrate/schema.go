@@ -72,6 +72,30 @@ var (
 		Columns:    PlainsColumns,
 		PrimaryKey: []*schema.Column{PlainsColumns[0]},
 	}
+	// PlainTokensColumns holds the columns for the "plain_tokens" table.
+	PlainTokensColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "uid", Type: field.TypeUUID, Unique: true},
+		{Name: "age", Type: field.TypeInt, Default: 0},
+	}
+	// PlainTokensTable holds the schema information for the "plain_tokens" table.
+	PlainTokensTable = &schema.Table{
+		Name:       "plain_tokens",
+		Columns:    PlainTokensColumns,
+		PrimaryKey: []*schema.Column{PlainTokensColumns[0]},
+	}
+	// TokensColumns holds the columns for the "tokens" table.
+	TokensColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt64, SchemaType: map[string]string{"sqlite3": "bigint"}},
+		{Name: "uid", Type: field.TypeUUID, Unique: true},
+		{Name: "age", Type: field.TypeInt, Default: 0},
+	}
+	// TokensTable holds the schema information for the "tokens" table.
+	TokensTable = &schema.Table{
+		Name:       "tokens",
+		Columns:    TokensColumns,
+		PrimaryKey: []*schema.Column{TokensColumns[0]},
+	}
 	// UsersColumns holds the columns for the "users" table.
 	UsersColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt64, SchemaType: map[string]string{"sqlite3": "bigint"}},
@@ -116,6 +140,8 @@ var (
 		GroupsTable,
 		PetsTable,
 		PlainsTable,
+		PlainTokensTable,
+		TokensTable,
 		UsersTable,
 		UserGroupsTable,
 	}

@@ -18,5 +18,11 @@ type Pet func(*sql.Selector)
 // Plain is the predicate function for plain builders.
 type Plain func(*sql.Selector)
 
+// PlainToken is the predicate function for plaintoken builders.
+type PlainToken func(*sql.Selector)
+
+// Token is the predicate function for token builders.
+type Token func(*sql.Selector)
+
 // User is the predicate function for user builders.
 type User func(*sql.Selector)

@@ -206,6 +206,54 @@ func (f PlainMutationRuleFunc) EvalMutation(ctx context.Context, m edges.Mutatio
 	return Denyf("edges/privacy: unexpected mutation type %T, expect *edges.PlainMutation", m)
 }
 
+// The PlainTokenQueryRuleFunc type is an adapter to allow the use of ordinary
+// functions as a query rule.
+type PlainTokenQueryRuleFunc func(context.Context, *edges.PlainTokenQuery) error
+
+// EvalQuery return f(ctx, q).
+func (f PlainTokenQueryRuleFunc) EvalQuery(ctx context.Context, q edges.Query) error {
+	if q, ok := q.(*edges.PlainTokenQuery); ok {
+		return f(ctx, q)
+	}
+	return Denyf("edges/privacy: unexpected query type %T, expect *edges.PlainTokenQuery", q)
+}
+
+// The PlainTokenMutationRuleFunc type is an adapter to allow the use of ordinary
+// functions as a mutation rule.
+type PlainTokenMutationRuleFunc func(context.Context, *edges.PlainTokenMutation) error
+
+// EvalMutation calls f(ctx, m).
+func (f PlainTokenMutationRuleFunc) EvalMutation(ctx context.Context, m edges.Mutation) error {
+	if m, ok := m.(*edges.PlainTokenMutation); ok {
+		return f(ctx, m)
+	}
+	return Denyf("edges/privacy: unexpected mutation type %T, expect *edges.PlainTokenMutation", m)
+}
+
+// The TokenQueryRuleFunc type is an adapter to allow the use of ordinary
+// functions as a query rule.
+type TokenQueryRuleFunc func(context.Context, *edges.TokenQuery) error
+
+// EvalQuery return f(ctx, q).
+func (f TokenQueryRuleFunc) EvalQuery(ctx context.Context, q edges.Query) error {
+	if q, ok := q.(*edges.TokenQuery); ok {
+		return f(ctx, q)
+	}
+	return Denyf("edges/privacy: unexpected query type %T, expect *edges.TokenQuery", q)
+}
+
+// The TokenMutationRuleFunc type is an adapter to allow the use of ordinary
+// functions as a mutation rule.
+type TokenMutationRuleFunc func(context.Context, *edges.TokenMutation) error
+
+// EvalMutation calls f(ctx, m).
+func (f TokenMutationRuleFunc) EvalMutation(ctx context.Context, m edges.Mutation) error {
+	if m, ok := m.(*edges.TokenMutation); ok {
+		return f(ctx, m)
+	}
+	return Denyf("edges/privacy: unexpected mutation type %T, expect *edges.TokenMutation", m)
+}
+
 // The UserQueryRuleFunc type is an adapter to allow the use of ordinary
 // functions as a query rule.
 type UserQueryRuleFunc func(context.Context, *edges.UserQuery) error

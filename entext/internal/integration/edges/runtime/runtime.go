@@ -6,7 +6,9 @@ import (
 	"context"
 
 	"github.com/entflake/entflake/entext/internal/integration/edges/plain"
+	"github.com/entflake/entflake/entext/internal/integration/edges/plaintoken"
 	"github.com/entflake/entflake/entext/internal/integration/edges/schema"
+	"github.com/entflake/entflake/entext/internal/integration/edges/token"
 	"github.com/entflake/entflake/entext/internal/integration/edges/user"
 
 	"entgo.io/ent"
@@ -23,6 +25,18 @@ func init() {
 	plainDescAge := plainFields[1].Descriptor()
 	// plain.DefaultAge holds the default value on creation for the age field.
 	plain.DefaultAge = plainDescAge.Default.(int)
+	plaintokenFields := schema.PlainToken{}.Fields()
+	_ = plaintokenFields
+	// plaintokenDescAge is the schema descriptor for age field.
+	plaintokenDescAge := plaintokenFields[1].Descriptor()
+	// plaintoken.DefaultAge holds the default value on creation for the age field.
+	plaintoken.DefaultAge = plaintokenDescAge.Default.(int)
+	tokenFields := schema.Token{}.Fields()
+	_ = tokenFields
+	// tokenDescAge is the schema descriptor for age field.
+	tokenDescAge := tokenFields[1].Descriptor()
+	// token.DefaultAge holds the default value on creation for the age field.
+	token.DefaultAge = tokenDescAge.Default.(int)
 	userMixin := schema.User{}.Mixin()
 	user.Policy = privacy.NewPolicies(schema.User{})
 	user.Hooks[0] = func(next ent.Mutator) ent.Mutator {

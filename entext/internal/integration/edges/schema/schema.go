@@ -3,8 +3,8 @@
 // unique column to upsert on, hooks of a schema and of a mixin that report
 // the id they see after the INSERT, a privacy rule that reports the id it
 // sees before it, a type with an edge field, a mixin that composes
-// SnowflakeID's fields instead of embedding it, and a type with User's
-// fields but ent's own ids.
+// SnowflakeID's fields instead of embedding it, a type with User's fields
+// but ent's own ids, and a pair of the same kind keyed by a UUID.
 package schema
 
 import (
@@ -16,6 +16,7 @@ import (
 	"entgo.io/ent/schema/edge"
 	"entgo.io/ent/schema/field"
 	"entgo.io/ent/schema/mixin"
+	"github.com/google/uuid"
 
 	entflakemixin "github.com/entflake/entflake/mixin"
 )
@@ -169,4 +170,26 @@ func (Card) Fields() []ent.Field {
 // Edges of Card.
 func (Card) Edges() []ent.Edge {
 	return []ent.Edge{edge.From("owner", User.Type).Ref("card").Field("owner_id").Unique()}
+}
+
+// Token is keyed, besides its id, by a unique UUID: a bulk upsert on MySQL
+// and TiDB finds its stored rows by a value of a type Go does not compare
+// (uuid.UUID), which the server does.
+type Token struct{ ent.Schema }
+
+// Mixin of Token.
+func (Token) Mixin() []ent.Mixin { return []ent.Mixin{entflakemixin.SnowflakeID{}} }
+
+// Fields of Token.
+func (Token) Fields() []ent.Field { return tokenFields() }
+
+// PlainToken has Token's fields under ent's own id: what ent's own bulk
+// upsert writes.
+type PlainToken struct{ ent.Schema }
+
+// Fields of PlainToken.
+func (PlainToken) Fields() []ent.Field { return tokenFields() }
+
+func tokenFields() []ent.Field {
+	return []ent.Field{field.UUID("uid", uuid.UUID{}).Unique(), field.Int("age").Default(0)}
 }
