@@ -26,8 +26,9 @@
 //     LAST_INSERT_ID(id), so edges, hooks and the entity get the stored id,
 //     and refuses to update a row that holds an id the hook generated; a
 //     bulk upsert is ent's one multi-row INSERT, with RETURNING added on
-//     MariaDB 10.5+, followed on MySQL 8 and TiDB by one SELECT of the
-//     stored rows by the table's unique keys; one that these cannot number
+//     MariaDB 10.5+, followed on MySQL 8 and TiDB by a locking SELECT in
+//     which the server matches the batch's rows to the stored ones under
+//     the key's collation; one that these cannot number
 //     (a row the SELECT cannot tell, rows skipped on PostgreSQL and SQLite,
 //     generated ids mixed with ids the caller set) runs as one upsert per
 //     row in a transaction, each with the batch's column list, so that

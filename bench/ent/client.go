@@ -26,7 +26,11 @@ import (
 	"github.com/entflake/entflake/bench/ent/snow8"
 	"github.com/entflake/entflake/bench/ent/snow8row"
 	"github.com/entflake/entflake/bench/ent/upauto"
+	"github.com/entflake/entflake/bench/ent/upautoemail"
+	"github.com/entflake/entflake/bench/ent/upautouuid"
 	"github.com/entflake/entflake/bench/ent/upsnow"
+	"github.com/entflake/entflake/bench/ent/upsnowemail"
+	"github.com/entflake/entflake/bench/ent/upsnowuuid"
 )
 
 // Client is the client that holds all ent builders.
@@ -54,8 +58,16 @@ type Client struct {
 	Snow8Row *Snow8RowClient
 	// UpAuto is the client for interacting with the UpAuto builders.
 	UpAuto *UpAutoClient
+	// UpAutoEmail is the client for interacting with the UpAutoEmail builders.
+	UpAutoEmail *UpAutoEmailClient
+	// UpAutoUUID is the client for interacting with the UpAutoUUID builders.
+	UpAutoUUID *UpAutoUUIDClient
 	// UpSnow is the client for interacting with the UpSnow builders.
 	UpSnow *UpSnowClient
+	// UpSnowEmail is the client for interacting with the UpSnowEmail builders.
+	UpSnowEmail *UpSnowEmailClient
+	// UpSnowUUID is the client for interacting with the UpSnowUUID builders.
+	UpSnowUUID *UpSnowUUIDClient
 }
 
 // NewClient creates a new client configured with the given options.
@@ -77,7 +89,11 @@ func (c *Client) init() {
 	c.Snow8 = NewSnow8Client(c.config)
 	c.Snow8Row = NewSnow8RowClient(c.config)
 	c.UpAuto = NewUpAutoClient(c.config)
+	c.UpAutoEmail = NewUpAutoEmailClient(c.config)
+	c.UpAutoUUID = NewUpAutoUUIDClient(c.config)
 	c.UpSnow = NewUpSnowClient(c.config)
+	c.UpSnowEmail = NewUpSnowEmailClient(c.config)
+	c.UpSnowUUID = NewUpSnowUUIDClient(c.config)
 }
 
 type (
@@ -111,6 +127,8 @@ func newConfig(opts ...Option) config {
 	cfg.hooks.Snow8 = append(cfg.hooks.Snow8, entflakeIDs)
 	cfg.hooks.Snow8Row = append(cfg.hooks.Snow8Row, entflakeIDs)
 	cfg.hooks.UpSnow = append(cfg.hooks.UpSnow, entflakeIDs)
+	cfg.hooks.UpSnowEmail = append(cfg.hooks.UpSnowEmail, entflakeIDs)
+	cfg.hooks.UpSnowUUID = append(cfg.hooks.UpSnowUUID, entflakeIDs)
 	cfg.options(opts...)
 	return cfg
 }
@@ -178,19 +196,23 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 	cfg := c.config
 	cfg.driver = tx
 	return &Tx{
-		ctx:      ctx,
-		config:   cfg,
-		Auto:     NewAutoClient(cfg),
-		Auto8:    NewAuto8Client(cfg),
-		BinV4:    NewBinV4Client(cfg),
-		BinV7:    NewBinV7Client(cfg),
-		CharV4:   NewCharV4Client(cfg),
-		CharV7:   NewCharV7Client(cfg),
-		Snow:     NewSnowClient(cfg),
-		Snow8:    NewSnow8Client(cfg),
-		Snow8Row: NewSnow8RowClient(cfg),
-		UpAuto:   NewUpAutoClient(cfg),
-		UpSnow:   NewUpSnowClient(cfg),
+		ctx:         ctx,
+		config:      cfg,
+		Auto:        NewAutoClient(cfg),
+		Auto8:       NewAuto8Client(cfg),
+		BinV4:       NewBinV4Client(cfg),
+		BinV7:       NewBinV7Client(cfg),
+		CharV4:      NewCharV4Client(cfg),
+		CharV7:      NewCharV7Client(cfg),
+		Snow:        NewSnowClient(cfg),
+		Snow8:       NewSnow8Client(cfg),
+		Snow8Row:    NewSnow8RowClient(cfg),
+		UpAuto:      NewUpAutoClient(cfg),
+		UpAutoEmail: NewUpAutoEmailClient(cfg),
+		UpAutoUUID:  NewUpAutoUUIDClient(cfg),
+		UpSnow:      NewUpSnowClient(cfg),
+		UpSnowEmail: NewUpSnowEmailClient(cfg),
+		UpSnowUUID:  NewUpSnowUUIDClient(cfg),
 	}, nil
 }
 
@@ -208,19 +230,23 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 	cfg := c.config
 	cfg.driver = &txDriver{tx: tx, drv: c.driver}
 	return &Tx{
-		ctx:      ctx,
-		config:   cfg,
-		Auto:     NewAutoClient(cfg),
-		Auto8:    NewAuto8Client(cfg),
-		BinV4:    NewBinV4Client(cfg),
-		BinV7:    NewBinV7Client(cfg),
-		CharV4:   NewCharV4Client(cfg),
-		CharV7:   NewCharV7Client(cfg),
-		Snow:     NewSnowClient(cfg),
-		Snow8:    NewSnow8Client(cfg),
-		Snow8Row: NewSnow8RowClient(cfg),
-		UpAuto:   NewUpAutoClient(cfg),
-		UpSnow:   NewUpSnowClient(cfg),
+		ctx:         ctx,
+		config:      cfg,
+		Auto:        NewAutoClient(cfg),
+		Auto8:       NewAuto8Client(cfg),
+		BinV4:       NewBinV4Client(cfg),
+		BinV7:       NewBinV7Client(cfg),
+		CharV4:      NewCharV4Client(cfg),
+		CharV7:      NewCharV7Client(cfg),
+		Snow:        NewSnowClient(cfg),
+		Snow8:       NewSnow8Client(cfg),
+		Snow8Row:    NewSnow8RowClient(cfg),
+		UpAuto:      NewUpAutoClient(cfg),
+		UpAutoEmail: NewUpAutoEmailClient(cfg),
+		UpAutoUUID:  NewUpAutoUUIDClient(cfg),
+		UpSnow:      NewUpSnowClient(cfg),
+		UpSnowEmail: NewUpSnowEmailClient(cfg),
+		UpSnowUUID:  NewUpSnowUUIDClient(cfg),
 	}, nil
 }
 
@@ -251,7 +277,8 @@ func (c *Client) Close() error {
 func (c *Client) Use(hooks ...Hook) {
 	for _, n := range []interface{ Use(...Hook) }{
 		c.Auto, c.Auto8, c.BinV4, c.BinV7, c.CharV4, c.CharV7, c.Snow, c.Snow8,
-		c.Snow8Row, c.UpAuto, c.UpSnow,
+		c.Snow8Row, c.UpAuto, c.UpAutoEmail, c.UpAutoUUID, c.UpSnow, c.UpSnowEmail,
+		c.UpSnowUUID,
 	} {
 		n.Use(hooks...)
 	}
@@ -262,7 +289,8 @@ func (c *Client) Use(hooks ...Hook) {
 func (c *Client) Intercept(interceptors ...Interceptor) {
 	for _, n := range []interface{ Intercept(...Interceptor) }{
 		c.Auto, c.Auto8, c.BinV4, c.BinV7, c.CharV4, c.CharV7, c.Snow, c.Snow8,
-		c.Snow8Row, c.UpAuto, c.UpSnow,
+		c.Snow8Row, c.UpAuto, c.UpAutoEmail, c.UpAutoUUID, c.UpSnow, c.UpSnowEmail,
+		c.UpSnowUUID,
 	} {
 		n.Intercept(interceptors...)
 	}
@@ -291,8 +319,16 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.Snow8Row.mutate(ctx, m)
 	case *UpAutoMutation:
 		return c.UpAuto.mutate(ctx, m)
+	case *UpAutoEmailMutation:
+		return c.UpAutoEmail.mutate(ctx, m)
+	case *UpAutoUUIDMutation:
+		return c.UpAutoUUID.mutate(ctx, m)
 	case *UpSnowMutation:
 		return c.UpSnow.mutate(ctx, m)
+	case *UpSnowEmailMutation:
+		return c.UpSnowEmail.mutate(ctx, m)
+	case *UpSnowUUIDMutation:
+		return c.UpSnowUUID.mutate(ctx, m)
 	default:
 		return nil, fmt.Errorf("ent: unknown mutation type %T", m)
 	}
@@ -1628,6 +1664,272 @@ func (c *UpAutoClient) mutate(ctx context.Context, m *UpAutoMutation) (Value, er
 	}
 }
 
+// UpAutoEmailClient is a client for the UpAutoEmail schema.
+type UpAutoEmailClient struct {
+	config
+}
+
+// NewUpAutoEmailClient returns a client for the UpAutoEmail from the given config.
+func NewUpAutoEmailClient(c config) *UpAutoEmailClient {
+	return &UpAutoEmailClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `upautoemail.Hooks(f(g(h())))`.
+func (c *UpAutoEmailClient) Use(hooks ...Hook) {
+	c.hooks.UpAutoEmail = append(c.hooks.UpAutoEmail, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `upautoemail.Intercept(f(g(h())))`.
+func (c *UpAutoEmailClient) Intercept(interceptors ...Interceptor) {
+	c.inters.UpAutoEmail = append(c.inters.UpAutoEmail, interceptors...)
+}
+
+// Create returns a builder for creating a UpAutoEmail entity.
+func (c *UpAutoEmailClient) Create() *UpAutoEmailCreate {
+	mutation := newUpAutoEmailMutation(c.config, OpCreate)
+	return &UpAutoEmailCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of UpAutoEmail entities.
+func (c *UpAutoEmailClient) CreateBulk(builders ...*UpAutoEmailCreate) *UpAutoEmailCreateBulk {
+	return &UpAutoEmailCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *UpAutoEmailClient) MapCreateBulk(slice any, setFunc func(*UpAutoEmailCreate, int)) *UpAutoEmailCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &UpAutoEmailCreateBulk{err: fmt.Errorf("calling to UpAutoEmailClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*UpAutoEmailCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &UpAutoEmailCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for UpAutoEmail.
+func (c *UpAutoEmailClient) Update() *UpAutoEmailUpdate {
+	mutation := newUpAutoEmailMutation(c.config, OpUpdate)
+	return &UpAutoEmailUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *UpAutoEmailClient) UpdateOne(_m *UpAutoEmail) *UpAutoEmailUpdateOne {
+	mutation := newUpAutoEmailMutation(c.config, OpUpdateOne, withUpAutoEmail(_m))
+	return &UpAutoEmailUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *UpAutoEmailClient) UpdateOneID(id int) *UpAutoEmailUpdateOne {
+	mutation := newUpAutoEmailMutation(c.config, OpUpdateOne, withUpAutoEmailID(id))
+	return &UpAutoEmailUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for UpAutoEmail.
+func (c *UpAutoEmailClient) Delete() *UpAutoEmailDelete {
+	mutation := newUpAutoEmailMutation(c.config, OpDelete)
+	return &UpAutoEmailDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *UpAutoEmailClient) DeleteOne(_m *UpAutoEmail) *UpAutoEmailDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *UpAutoEmailClient) DeleteOneID(id int) *UpAutoEmailDeleteOne {
+	builder := c.Delete().Where(upautoemail.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &UpAutoEmailDeleteOne{builder}
+}
+
+// Query returns a query builder for UpAutoEmail.
+func (c *UpAutoEmailClient) Query() *UpAutoEmailQuery {
+	return &UpAutoEmailQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeUpAutoEmail},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a UpAutoEmail entity by its id.
+func (c *UpAutoEmailClient) Get(ctx context.Context, id int) (*UpAutoEmail, error) {
+	return c.Query().Where(upautoemail.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *UpAutoEmailClient) GetX(ctx context.Context, id int) *UpAutoEmail {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *UpAutoEmailClient) Hooks() []Hook {
+	return c.hooks.UpAutoEmail
+}
+
+// Interceptors returns the client interceptors.
+func (c *UpAutoEmailClient) Interceptors() []Interceptor {
+	return c.inters.UpAutoEmail
+}
+
+func (c *UpAutoEmailClient) mutate(ctx context.Context, m *UpAutoEmailMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&UpAutoEmailCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&UpAutoEmailUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&UpAutoEmailUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&UpAutoEmailDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown UpAutoEmail mutation op: %q", m.Op())
+	}
+}
+
+// UpAutoUUIDClient is a client for the UpAutoUUID schema.
+type UpAutoUUIDClient struct {
+	config
+}
+
+// NewUpAutoUUIDClient returns a client for the UpAutoUUID from the given config.
+func NewUpAutoUUIDClient(c config) *UpAutoUUIDClient {
+	return &UpAutoUUIDClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `upautouuid.Hooks(f(g(h())))`.
+func (c *UpAutoUUIDClient) Use(hooks ...Hook) {
+	c.hooks.UpAutoUUID = append(c.hooks.UpAutoUUID, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `upautouuid.Intercept(f(g(h())))`.
+func (c *UpAutoUUIDClient) Intercept(interceptors ...Interceptor) {
+	c.inters.UpAutoUUID = append(c.inters.UpAutoUUID, interceptors...)
+}
+
+// Create returns a builder for creating a UpAutoUUID entity.
+func (c *UpAutoUUIDClient) Create() *UpAutoUUIDCreate {
+	mutation := newUpAutoUUIDMutation(c.config, OpCreate)
+	return &UpAutoUUIDCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of UpAutoUUID entities.
+func (c *UpAutoUUIDClient) CreateBulk(builders ...*UpAutoUUIDCreate) *UpAutoUUIDCreateBulk {
+	return &UpAutoUUIDCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *UpAutoUUIDClient) MapCreateBulk(slice any, setFunc func(*UpAutoUUIDCreate, int)) *UpAutoUUIDCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &UpAutoUUIDCreateBulk{err: fmt.Errorf("calling to UpAutoUUIDClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*UpAutoUUIDCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &UpAutoUUIDCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for UpAutoUUID.
+func (c *UpAutoUUIDClient) Update() *UpAutoUUIDUpdate {
+	mutation := newUpAutoUUIDMutation(c.config, OpUpdate)
+	return &UpAutoUUIDUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *UpAutoUUIDClient) UpdateOne(_m *UpAutoUUID) *UpAutoUUIDUpdateOne {
+	mutation := newUpAutoUUIDMutation(c.config, OpUpdateOne, withUpAutoUUID(_m))
+	return &UpAutoUUIDUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *UpAutoUUIDClient) UpdateOneID(id int) *UpAutoUUIDUpdateOne {
+	mutation := newUpAutoUUIDMutation(c.config, OpUpdateOne, withUpAutoUUIDID(id))
+	return &UpAutoUUIDUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for UpAutoUUID.
+func (c *UpAutoUUIDClient) Delete() *UpAutoUUIDDelete {
+	mutation := newUpAutoUUIDMutation(c.config, OpDelete)
+	return &UpAutoUUIDDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *UpAutoUUIDClient) DeleteOne(_m *UpAutoUUID) *UpAutoUUIDDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *UpAutoUUIDClient) DeleteOneID(id int) *UpAutoUUIDDeleteOne {
+	builder := c.Delete().Where(upautouuid.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &UpAutoUUIDDeleteOne{builder}
+}
+
+// Query returns a query builder for UpAutoUUID.
+func (c *UpAutoUUIDClient) Query() *UpAutoUUIDQuery {
+	return &UpAutoUUIDQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeUpAutoUUID},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a UpAutoUUID entity by its id.
+func (c *UpAutoUUIDClient) Get(ctx context.Context, id int) (*UpAutoUUID, error) {
+	return c.Query().Where(upautouuid.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *UpAutoUUIDClient) GetX(ctx context.Context, id int) *UpAutoUUID {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *UpAutoUUIDClient) Hooks() []Hook {
+	return c.hooks.UpAutoUUID
+}
+
+// Interceptors returns the client interceptors.
+func (c *UpAutoUUIDClient) Interceptors() []Interceptor {
+	return c.inters.UpAutoUUID
+}
+
+func (c *UpAutoUUIDClient) mutate(ctx context.Context, m *UpAutoUUIDMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&UpAutoUUIDCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&UpAutoUUIDUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&UpAutoUUIDUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&UpAutoUUIDDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown UpAutoUUID mutation op: %q", m.Op())
+	}
+}
+
 // UpSnowClient is a client for the UpSnow schema.
 type UpSnowClient struct {
 	config
@@ -1761,14 +2063,280 @@ func (c *UpSnowClient) mutate(ctx context.Context, m *UpSnowMutation) (Value, er
 	}
 }
 
+// UpSnowEmailClient is a client for the UpSnowEmail schema.
+type UpSnowEmailClient struct {
+	config
+}
+
+// NewUpSnowEmailClient returns a client for the UpSnowEmail from the given config.
+func NewUpSnowEmailClient(c config) *UpSnowEmailClient {
+	return &UpSnowEmailClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `upsnowemail.Hooks(f(g(h())))`.
+func (c *UpSnowEmailClient) Use(hooks ...Hook) {
+	c.hooks.UpSnowEmail = append(c.hooks.UpSnowEmail, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `upsnowemail.Intercept(f(g(h())))`.
+func (c *UpSnowEmailClient) Intercept(interceptors ...Interceptor) {
+	c.inters.UpSnowEmail = append(c.inters.UpSnowEmail, interceptors...)
+}
+
+// Create returns a builder for creating a UpSnowEmail entity.
+func (c *UpSnowEmailClient) Create() *UpSnowEmailCreate {
+	mutation := newUpSnowEmailMutation(c.config, OpCreate)
+	return &UpSnowEmailCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of UpSnowEmail entities.
+func (c *UpSnowEmailClient) CreateBulk(builders ...*UpSnowEmailCreate) *UpSnowEmailCreateBulk {
+	return &UpSnowEmailCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *UpSnowEmailClient) MapCreateBulk(slice any, setFunc func(*UpSnowEmailCreate, int)) *UpSnowEmailCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &UpSnowEmailCreateBulk{err: fmt.Errorf("calling to UpSnowEmailClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*UpSnowEmailCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &UpSnowEmailCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for UpSnowEmail.
+func (c *UpSnowEmailClient) Update() *UpSnowEmailUpdate {
+	mutation := newUpSnowEmailMutation(c.config, OpUpdate)
+	return &UpSnowEmailUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *UpSnowEmailClient) UpdateOne(_m *UpSnowEmail) *UpSnowEmailUpdateOne {
+	mutation := newUpSnowEmailMutation(c.config, OpUpdateOne, withUpSnowEmail(_m))
+	return &UpSnowEmailUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *UpSnowEmailClient) UpdateOneID(id int64) *UpSnowEmailUpdateOne {
+	mutation := newUpSnowEmailMutation(c.config, OpUpdateOne, withUpSnowEmailID(id))
+	return &UpSnowEmailUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for UpSnowEmail.
+func (c *UpSnowEmailClient) Delete() *UpSnowEmailDelete {
+	mutation := newUpSnowEmailMutation(c.config, OpDelete)
+	return &UpSnowEmailDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *UpSnowEmailClient) DeleteOne(_m *UpSnowEmail) *UpSnowEmailDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *UpSnowEmailClient) DeleteOneID(id int64) *UpSnowEmailDeleteOne {
+	builder := c.Delete().Where(upsnowemail.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &UpSnowEmailDeleteOne{builder}
+}
+
+// Query returns a query builder for UpSnowEmail.
+func (c *UpSnowEmailClient) Query() *UpSnowEmailQuery {
+	return &UpSnowEmailQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeUpSnowEmail},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a UpSnowEmail entity by its id.
+func (c *UpSnowEmailClient) Get(ctx context.Context, id int64) (*UpSnowEmail, error) {
+	return c.Query().Where(upsnowemail.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *UpSnowEmailClient) GetX(ctx context.Context, id int64) *UpSnowEmail {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *UpSnowEmailClient) Hooks() []Hook {
+	return c.hooks.UpSnowEmail
+}
+
+// Interceptors returns the client interceptors.
+func (c *UpSnowEmailClient) Interceptors() []Interceptor {
+	return c.inters.UpSnowEmail
+}
+
+func (c *UpSnowEmailClient) mutate(ctx context.Context, m *UpSnowEmailMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&UpSnowEmailCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&UpSnowEmailUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&UpSnowEmailUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&UpSnowEmailDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown UpSnowEmail mutation op: %q", m.Op())
+	}
+}
+
+// UpSnowUUIDClient is a client for the UpSnowUUID schema.
+type UpSnowUUIDClient struct {
+	config
+}
+
+// NewUpSnowUUIDClient returns a client for the UpSnowUUID from the given config.
+func NewUpSnowUUIDClient(c config) *UpSnowUUIDClient {
+	return &UpSnowUUIDClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `upsnowuuid.Hooks(f(g(h())))`.
+func (c *UpSnowUUIDClient) Use(hooks ...Hook) {
+	c.hooks.UpSnowUUID = append(c.hooks.UpSnowUUID, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `upsnowuuid.Intercept(f(g(h())))`.
+func (c *UpSnowUUIDClient) Intercept(interceptors ...Interceptor) {
+	c.inters.UpSnowUUID = append(c.inters.UpSnowUUID, interceptors...)
+}
+
+// Create returns a builder for creating a UpSnowUUID entity.
+func (c *UpSnowUUIDClient) Create() *UpSnowUUIDCreate {
+	mutation := newUpSnowUUIDMutation(c.config, OpCreate)
+	return &UpSnowUUIDCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of UpSnowUUID entities.
+func (c *UpSnowUUIDClient) CreateBulk(builders ...*UpSnowUUIDCreate) *UpSnowUUIDCreateBulk {
+	return &UpSnowUUIDCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *UpSnowUUIDClient) MapCreateBulk(slice any, setFunc func(*UpSnowUUIDCreate, int)) *UpSnowUUIDCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &UpSnowUUIDCreateBulk{err: fmt.Errorf("calling to UpSnowUUIDClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*UpSnowUUIDCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &UpSnowUUIDCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for UpSnowUUID.
+func (c *UpSnowUUIDClient) Update() *UpSnowUUIDUpdate {
+	mutation := newUpSnowUUIDMutation(c.config, OpUpdate)
+	return &UpSnowUUIDUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *UpSnowUUIDClient) UpdateOne(_m *UpSnowUUID) *UpSnowUUIDUpdateOne {
+	mutation := newUpSnowUUIDMutation(c.config, OpUpdateOne, withUpSnowUUID(_m))
+	return &UpSnowUUIDUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *UpSnowUUIDClient) UpdateOneID(id int64) *UpSnowUUIDUpdateOne {
+	mutation := newUpSnowUUIDMutation(c.config, OpUpdateOne, withUpSnowUUIDID(id))
+	return &UpSnowUUIDUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for UpSnowUUID.
+func (c *UpSnowUUIDClient) Delete() *UpSnowUUIDDelete {
+	mutation := newUpSnowUUIDMutation(c.config, OpDelete)
+	return &UpSnowUUIDDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *UpSnowUUIDClient) DeleteOne(_m *UpSnowUUID) *UpSnowUUIDDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *UpSnowUUIDClient) DeleteOneID(id int64) *UpSnowUUIDDeleteOne {
+	builder := c.Delete().Where(upsnowuuid.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &UpSnowUUIDDeleteOne{builder}
+}
+
+// Query returns a query builder for UpSnowUUID.
+func (c *UpSnowUUIDClient) Query() *UpSnowUUIDQuery {
+	return &UpSnowUUIDQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeUpSnowUUID},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a UpSnowUUID entity by its id.
+func (c *UpSnowUUIDClient) Get(ctx context.Context, id int64) (*UpSnowUUID, error) {
+	return c.Query().Where(upsnowuuid.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *UpSnowUUIDClient) GetX(ctx context.Context, id int64) *UpSnowUUID {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *UpSnowUUIDClient) Hooks() []Hook {
+	return c.hooks.UpSnowUUID
+}
+
+// Interceptors returns the client interceptors.
+func (c *UpSnowUUIDClient) Interceptors() []Interceptor {
+	return c.inters.UpSnowUUID
+}
+
+func (c *UpSnowUUIDClient) mutate(ctx context.Context, m *UpSnowUUIDMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&UpSnowUUIDCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&UpSnowUUIDUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&UpSnowUUIDUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&UpSnowUUIDDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown UpSnowUUID mutation op: %q", m.Op())
+	}
+}
+
 // hooks and interceptors per client, for fast access.
 type (
 	hooks struct {
 		Auto, Auto8, BinV4, BinV7, CharV4, CharV7, Snow, Snow8, Snow8Row, UpAuto,
-		UpSnow []ent.Hook
+		UpAutoEmail, UpAutoUUID, UpSnow, UpSnowEmail, UpSnowUUID []ent.Hook
 	}
 	inters struct {
 		Auto, Auto8, BinV4, BinV7, CharV4, CharV7, Snow, Snow8, Snow8Row, UpAuto,
-		UpSnow []ent.Interceptor
+		UpAutoEmail, UpAutoUUID, UpSnow, UpSnowEmail, UpSnowUUID []ent.Interceptor
 	}
 )

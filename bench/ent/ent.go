@@ -22,7 +22,11 @@ import (
 	"github.com/entflake/entflake/bench/ent/snow8"
 	"github.com/entflake/entflake/bench/ent/snow8row"
 	"github.com/entflake/entflake/bench/ent/upauto"
+	"github.com/entflake/entflake/bench/ent/upautoemail"
+	"github.com/entflake/entflake/bench/ent/upautouuid"
 	"github.com/entflake/entflake/bench/ent/upsnow"
+	"github.com/entflake/entflake/bench/ent/upsnowemail"
+	"github.com/entflake/entflake/bench/ent/upsnowuuid"
 )
 
 // ent aliases to avoid import conflicts in user's code.
@@ -83,17 +87,21 @@ var (
 func checkColumn(t, c string) error {
 	initCheck.Do(func() {
 		columnCheck = sql.NewColumnCheck(map[string]func(string) bool{
-			auto.Table:     auto.ValidColumn,
-			auto8.Table:    auto8.ValidColumn,
-			binv4.Table:    binv4.ValidColumn,
-			binv7.Table:    binv7.ValidColumn,
-			charv4.Table:   charv4.ValidColumn,
-			charv7.Table:   charv7.ValidColumn,
-			snow.Table:     snow.ValidColumn,
-			snow8.Table:    snow8.ValidColumn,
-			snow8row.Table: snow8row.ValidColumn,
-			upauto.Table:   upauto.ValidColumn,
-			upsnow.Table:   upsnow.ValidColumn,
+			auto.Table:        auto.ValidColumn,
+			auto8.Table:       auto8.ValidColumn,
+			binv4.Table:       binv4.ValidColumn,
+			binv7.Table:       binv7.ValidColumn,
+			charv4.Table:      charv4.ValidColumn,
+			charv7.Table:      charv7.ValidColumn,
+			snow.Table:        snow.ValidColumn,
+			snow8.Table:       snow8.ValidColumn,
+			snow8row.Table:    snow8row.ValidColumn,
+			upauto.Table:      upauto.ValidColumn,
+			upautoemail.Table: upautoemail.ValidColumn,
+			upautouuid.Table:  upautouuid.ValidColumn,
+			upsnow.Table:      upsnow.ValidColumn,
+			upsnowemail.Table: upsnowemail.ValidColumn,
+			upsnowuuid.Table:  upsnowuuid.ValidColumn,
 		})
 	})
 	return columnCheck(t, c)

@@ -20,7 +20,7 @@ import (
 const _ = entrt.GeneratedCodeV1
 
 // IDGenerator gives the client the entflake generator that assigns the
-// snowflake IDs of the entity types with the SnowflakeID mixin (Snow, Snow8, Snow8Row, UpSnow).
+// snowflake IDs of the entity types with the SnowflakeID mixin (Snow, Snow8, Snow8Row, UpSnow, UpSnowEmail, UpSnowUUID).
 // Open the generator once, on the same driver, before the client:
 //
 //	drv, err := sql.Open(dialect.MySQL, dsn)
@@ -97,6 +97,10 @@ func entflakeOf(m ent.Mutation) (*config, entrt.Type, *entflakeState) {
 		return &m.config, entrt.Type{Name: "Snow8Row", Table: "snow8rows", Column: "id"}, &m.entflakeState
 	case *UpSnowMutation:
 		return &m.config, entrt.Type{Name: "UpSnow", Table: "up_snows", Column: "id"}, &m.entflakeState
+	case *UpSnowEmailMutation:
+		return &m.config, entrt.Type{Name: "UpSnowEmail", Table: "up_snow_emails", Column: "id"}, &m.entflakeState
+	case *UpSnowUUIDMutation:
+		return &m.config, entrt.Type{Name: "UpSnowUUID", Table: "up_snow_uui_ds", Column: "id"}, &m.entflakeState
 	}
 	return nil, entrt.Type{}, nil
 }
@@ -125,10 +129,14 @@ func entflakeConstraint(err error) error { return &ConstraintError{msg: err.Erro
 
 // entflakeUpsert returns the conflict options of the upsert of spec by the
 // builder whose configuration is c: the caller's, then those that keep the
-// stored row's id (entrt.UpsertOptions). generated reports whether the
-// create's id is the one the hook generated.
+// stored row's id; and it gives the builder the driver its INSERT runs on,
+// which on MySQL reads the stored id from the statement's affected rows
+// (entrt.Client.UpsertOne). generated reports whether the create's id is
+// the one the hook generated.
 func entflakeUpsert(c *config, spec *sqlgraph.CreateSpec, generated bool) []sql.ConflictOption {
-	return entrt.UpsertOptions(c.driver.Dialect(), spec.OnConflict, spec, generated)
+	opts, drv := entflakeRuntime(c).UpsertOne(spec, generated)
+	c.driver = drv
+	return opts
 }
 
 // entflakeBulkUpsert runs the bulk upsert spec of the builders of batch, or

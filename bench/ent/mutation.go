@@ -21,7 +21,11 @@ import (
 	"github.com/entflake/entflake/bench/ent/snow8"
 	"github.com/entflake/entflake/bench/ent/snow8row"
 	"github.com/entflake/entflake/bench/ent/upauto"
+	"github.com/entflake/entflake/bench/ent/upautoemail"
+	"github.com/entflake/entflake/bench/ent/upautouuid"
 	"github.com/entflake/entflake/bench/ent/upsnow"
+	"github.com/entflake/entflake/bench/ent/upsnowemail"
+	"github.com/entflake/entflake/bench/ent/upsnowuuid"
 	"github.com/entflake/entflake/bench/keys"
 	"github.com/google/uuid"
 )
@@ -35,17 +39,21 @@ const (
 	OpUpdateOne = ent.OpUpdateOne
 
 	// Node types.
-	TypeAuto     = "Auto"
-	TypeAuto8    = "Auto8"
-	TypeBinV4    = "BinV4"
-	TypeBinV7    = "BinV7"
-	TypeCharV4   = "CharV4"
-	TypeCharV7   = "CharV7"
-	TypeSnow     = "Snow"
-	TypeSnow8    = "Snow8"
-	TypeSnow8Row = "Snow8Row"
-	TypeUpAuto   = "UpAuto"
-	TypeUpSnow   = "UpSnow"
+	TypeAuto        = "Auto"
+	TypeAuto8       = "Auto8"
+	TypeBinV4       = "BinV4"
+	TypeBinV7       = "BinV7"
+	TypeCharV4      = "CharV4"
+	TypeCharV7      = "CharV7"
+	TypeSnow        = "Snow"
+	TypeSnow8       = "Snow8"
+	TypeSnow8Row    = "Snow8Row"
+	TypeUpAuto      = "UpAuto"
+	TypeUpAutoEmail = "UpAutoEmail"
+	TypeUpAutoUUID  = "UpAutoUUID"
+	TypeUpSnow      = "UpSnow"
+	TypeUpSnowEmail = "UpSnowEmail"
+	TypeUpSnowUUID  = "UpSnowUUID"
 )
 
 // AutoMutation represents an operation that mutates the Auto nodes in the graph.
@@ -4268,6 +4276,766 @@ func (m *UpAutoMutation) ResetEdge(name string) error {
 	return fmt.Errorf("unknown UpAuto edge %s", name)
 }
 
+// UpAutoEmailMutation represents an operation that mutates the UpAutoEmail nodes in the graph.
+type UpAutoEmailMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *int
+	email         *string
+	payload       *string
+	clearedFields map[string]struct{}
+	done          bool
+	oldValue      func(context.Context) (*UpAutoEmail, error)
+	predicates    []predicate.UpAutoEmail
+}
+
+var _ ent.Mutation = (*UpAutoEmailMutation)(nil)
+
+// upautoemailOption allows management of the mutation configuration using functional options.
+type upautoemailOption func(*UpAutoEmailMutation)
+
+// newUpAutoEmailMutation creates new mutation for the UpAutoEmail entity.
+func newUpAutoEmailMutation(c config, op Op, opts ...upautoemailOption) *UpAutoEmailMutation {
+	m := &UpAutoEmailMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeUpAutoEmail,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withUpAutoEmailID sets the ID field of the mutation.
+func withUpAutoEmailID(id int) upautoemailOption {
+	return func(m *UpAutoEmailMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *UpAutoEmail
+		)
+		m.oldValue = func(ctx context.Context) (*UpAutoEmail, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().UpAutoEmail.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withUpAutoEmail sets the old UpAutoEmail of the mutation.
+func withUpAutoEmail(node *UpAutoEmail) upautoemailOption {
+	return func(m *UpAutoEmailMutation) {
+		m.oldValue = func(context.Context) (*UpAutoEmail, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m UpAutoEmailMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m UpAutoEmailMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *UpAutoEmailMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *UpAutoEmailMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().UpAutoEmail.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetEmail sets the "email" field.
+func (m *UpAutoEmailMutation) SetEmail(s string) {
+	m.email = &s
+}
+
+// Email returns the value of the "email" field in the mutation.
+func (m *UpAutoEmailMutation) Email() (r string, exists bool) {
+	v := m.email
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldEmail returns the old "email" field's value of the UpAutoEmail entity.
+// If the UpAutoEmail object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *UpAutoEmailMutation) OldEmail(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldEmail is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldEmail requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldEmail: %w", err)
+	}
+	return oldValue.Email, nil
+}
+
+// ResetEmail resets all changes to the "email" field.
+func (m *UpAutoEmailMutation) ResetEmail() {
+	m.email = nil
+}
+
+// SetPayload sets the "payload" field.
+func (m *UpAutoEmailMutation) SetPayload(s string) {
+	m.payload = &s
+}
+
+// Payload returns the value of the "payload" field in the mutation.
+func (m *UpAutoEmailMutation) Payload() (r string, exists bool) {
+	v := m.payload
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldPayload returns the old "payload" field's value of the UpAutoEmail entity.
+// If the UpAutoEmail object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *UpAutoEmailMutation) OldPayload(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldPayload is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldPayload requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldPayload: %w", err)
+	}
+	return oldValue.Payload, nil
+}
+
+// ResetPayload resets all changes to the "payload" field.
+func (m *UpAutoEmailMutation) ResetPayload() {
+	m.payload = nil
+}
+
+// Where appends a list predicates to the UpAutoEmailMutation builder.
+func (m *UpAutoEmailMutation) Where(ps ...predicate.UpAutoEmail) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the UpAutoEmailMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *UpAutoEmailMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.UpAutoEmail, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *UpAutoEmailMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *UpAutoEmailMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (UpAutoEmail).
+func (m *UpAutoEmailMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *UpAutoEmailMutation) Fields() []string {
+	fields := make([]string, 0, 2)
+	if m.email != nil {
+		fields = append(fields, upautoemail.FieldEmail)
+	}
+	if m.payload != nil {
+		fields = append(fields, upautoemail.FieldPayload)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *UpAutoEmailMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case upautoemail.FieldEmail:
+		return m.Email()
+	case upautoemail.FieldPayload:
+		return m.Payload()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *UpAutoEmailMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case upautoemail.FieldEmail:
+		return m.OldEmail(ctx)
+	case upautoemail.FieldPayload:
+		return m.OldPayload(ctx)
+	}
+	return nil, fmt.Errorf("unknown UpAutoEmail field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *UpAutoEmailMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case upautoemail.FieldEmail:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetEmail(v)
+		return nil
+	case upautoemail.FieldPayload:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetPayload(v)
+		return nil
+	}
+	return fmt.Errorf("unknown UpAutoEmail field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *UpAutoEmailMutation) AddedFields() []string {
+	return nil
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *UpAutoEmailMutation) AddedField(name string) (ent.Value, bool) {
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *UpAutoEmailMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	}
+	return fmt.Errorf("unknown UpAutoEmail numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *UpAutoEmailMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *UpAutoEmailMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *UpAutoEmailMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown UpAutoEmail nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *UpAutoEmailMutation) ResetField(name string) error {
+	switch name {
+	case upautoemail.FieldEmail:
+		m.ResetEmail()
+		return nil
+	case upautoemail.FieldPayload:
+		m.ResetPayload()
+		return nil
+	}
+	return fmt.Errorf("unknown UpAutoEmail field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *UpAutoEmailMutation) AddedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *UpAutoEmailMutation) AddedIDs(name string) []ent.Value {
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *UpAutoEmailMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *UpAutoEmailMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *UpAutoEmailMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *UpAutoEmailMutation) EdgeCleared(name string) bool {
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *UpAutoEmailMutation) ClearEdge(name string) error {
+	return fmt.Errorf("unknown UpAutoEmail unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *UpAutoEmailMutation) ResetEdge(name string) error {
+	return fmt.Errorf("unknown UpAutoEmail edge %s", name)
+}
+
+// UpAutoUUIDMutation represents an operation that mutates the UpAutoUUID nodes in the graph.
+type UpAutoUUIDMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *int
+	u             *uuid.UUID
+	payload       *string
+	clearedFields map[string]struct{}
+	done          bool
+	oldValue      func(context.Context) (*UpAutoUUID, error)
+	predicates    []predicate.UpAutoUUID
+}
+
+var _ ent.Mutation = (*UpAutoUUIDMutation)(nil)
+
+// upautouuidOption allows management of the mutation configuration using functional options.
+type upautouuidOption func(*UpAutoUUIDMutation)
+
+// newUpAutoUUIDMutation creates new mutation for the UpAutoUUID entity.
+func newUpAutoUUIDMutation(c config, op Op, opts ...upautouuidOption) *UpAutoUUIDMutation {
+	m := &UpAutoUUIDMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeUpAutoUUID,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withUpAutoUUIDID sets the ID field of the mutation.
+func withUpAutoUUIDID(id int) upautouuidOption {
+	return func(m *UpAutoUUIDMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *UpAutoUUID
+		)
+		m.oldValue = func(ctx context.Context) (*UpAutoUUID, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().UpAutoUUID.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withUpAutoUUID sets the old UpAutoUUID of the mutation.
+func withUpAutoUUID(node *UpAutoUUID) upautouuidOption {
+	return func(m *UpAutoUUIDMutation) {
+		m.oldValue = func(context.Context) (*UpAutoUUID, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m UpAutoUUIDMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m UpAutoUUIDMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *UpAutoUUIDMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *UpAutoUUIDMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().UpAutoUUID.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetU sets the "u" field.
+func (m *UpAutoUUIDMutation) SetU(u uuid.UUID) {
+	m.u = &u
+}
+
+// U returns the value of the "u" field in the mutation.
+func (m *UpAutoUUIDMutation) U() (r uuid.UUID, exists bool) {
+	v := m.u
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldU returns the old "u" field's value of the UpAutoUUID entity.
+// If the UpAutoUUID object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *UpAutoUUIDMutation) OldU(ctx context.Context) (v uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldU is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldU requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldU: %w", err)
+	}
+	return oldValue.U, nil
+}
+
+// ResetU resets all changes to the "u" field.
+func (m *UpAutoUUIDMutation) ResetU() {
+	m.u = nil
+}
+
+// SetPayload sets the "payload" field.
+func (m *UpAutoUUIDMutation) SetPayload(s string) {
+	m.payload = &s
+}
+
+// Payload returns the value of the "payload" field in the mutation.
+func (m *UpAutoUUIDMutation) Payload() (r string, exists bool) {
+	v := m.payload
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldPayload returns the old "payload" field's value of the UpAutoUUID entity.
+// If the UpAutoUUID object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *UpAutoUUIDMutation) OldPayload(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldPayload is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldPayload requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldPayload: %w", err)
+	}
+	return oldValue.Payload, nil
+}
+
+// ResetPayload resets all changes to the "payload" field.
+func (m *UpAutoUUIDMutation) ResetPayload() {
+	m.payload = nil
+}
+
+// Where appends a list predicates to the UpAutoUUIDMutation builder.
+func (m *UpAutoUUIDMutation) Where(ps ...predicate.UpAutoUUID) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the UpAutoUUIDMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *UpAutoUUIDMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.UpAutoUUID, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *UpAutoUUIDMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *UpAutoUUIDMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (UpAutoUUID).
+func (m *UpAutoUUIDMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *UpAutoUUIDMutation) Fields() []string {
+	fields := make([]string, 0, 2)
+	if m.u != nil {
+		fields = append(fields, upautouuid.FieldU)
+	}
+	if m.payload != nil {
+		fields = append(fields, upautouuid.FieldPayload)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *UpAutoUUIDMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case upautouuid.FieldU:
+		return m.U()
+	case upautouuid.FieldPayload:
+		return m.Payload()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *UpAutoUUIDMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case upautouuid.FieldU:
+		return m.OldU(ctx)
+	case upautouuid.FieldPayload:
+		return m.OldPayload(ctx)
+	}
+	return nil, fmt.Errorf("unknown UpAutoUUID field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *UpAutoUUIDMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case upautouuid.FieldU:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetU(v)
+		return nil
+	case upautouuid.FieldPayload:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetPayload(v)
+		return nil
+	}
+	return fmt.Errorf("unknown UpAutoUUID field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *UpAutoUUIDMutation) AddedFields() []string {
+	return nil
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *UpAutoUUIDMutation) AddedField(name string) (ent.Value, bool) {
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *UpAutoUUIDMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	}
+	return fmt.Errorf("unknown UpAutoUUID numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *UpAutoUUIDMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *UpAutoUUIDMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *UpAutoUUIDMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown UpAutoUUID nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *UpAutoUUIDMutation) ResetField(name string) error {
+	switch name {
+	case upautouuid.FieldU:
+		m.ResetU()
+		return nil
+	case upautouuid.FieldPayload:
+		m.ResetPayload()
+		return nil
+	}
+	return fmt.Errorf("unknown UpAutoUUID field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *UpAutoUUIDMutation) AddedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *UpAutoUUIDMutation) AddedIDs(name string) []ent.Value {
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *UpAutoUUIDMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *UpAutoUUIDMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *UpAutoUUIDMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *UpAutoUUIDMutation) EdgeCleared(name string) bool {
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *UpAutoUUIDMutation) ClearEdge(name string) error {
+	return fmt.Errorf("unknown UpAutoUUID unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *UpAutoUUIDMutation) ResetEdge(name string) error {
+	return fmt.Errorf("unknown UpAutoUUID edge %s", name)
+}
+
 // UpSnowMutation represents an operation that mutates the UpSnow nodes in the graph.
 type UpSnowMutation struct {
 	config
@@ -4690,4 +5458,780 @@ func (m *UpSnowMutation) ClearEdge(name string) error {
 // It returns an error if the edge is not defined in the schema.
 func (m *UpSnowMutation) ResetEdge(name string) error {
 	return fmt.Errorf("unknown UpSnow edge %s", name)
+}
+
+// UpSnowEmailMutation represents an operation that mutates the UpSnowEmail nodes in the graph.
+type UpSnowEmailMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *int64
+	email         *string
+	payload       *string
+	clearedFields map[string]struct{}
+	done          bool
+	oldValue      func(context.Context) (*UpSnowEmail, error)
+	predicates    []predicate.UpSnowEmail
+	// entflakeState is the hook's state of a create (entrt.IDState).
+	entflakeState entflakeState
+}
+
+var _ ent.Mutation = (*UpSnowEmailMutation)(nil)
+
+// upsnowemailOption allows management of the mutation configuration using functional options.
+type upsnowemailOption func(*UpSnowEmailMutation)
+
+// newUpSnowEmailMutation creates new mutation for the UpSnowEmail entity.
+func newUpSnowEmailMutation(c config, op Op, opts ...upsnowemailOption) *UpSnowEmailMutation {
+	m := &UpSnowEmailMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeUpSnowEmail,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withUpSnowEmailID sets the ID field of the mutation.
+func withUpSnowEmailID(id int64) upsnowemailOption {
+	return func(m *UpSnowEmailMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *UpSnowEmail
+		)
+		m.oldValue = func(ctx context.Context) (*UpSnowEmail, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().UpSnowEmail.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withUpSnowEmail sets the old UpSnowEmail of the mutation.
+func withUpSnowEmail(node *UpSnowEmail) upsnowemailOption {
+	return func(m *UpSnowEmailMutation) {
+		m.oldValue = func(context.Context) (*UpSnowEmail, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m UpSnowEmailMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m UpSnowEmailMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// SetID sets the value of the id field. Note that this
+// operation is only accepted on creation of UpSnowEmail entities.
+func (m *UpSnowEmailMutation) SetID(id int64) {
+	m.id = &id
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *UpSnowEmailMutation) ID() (id int64, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *UpSnowEmailMutation) IDs(ctx context.Context) ([]int64, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int64{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().UpSnowEmail.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetEmail sets the "email" field.
+func (m *UpSnowEmailMutation) SetEmail(s string) {
+	m.email = &s
+}
+
+// Email returns the value of the "email" field in the mutation.
+func (m *UpSnowEmailMutation) Email() (r string, exists bool) {
+	v := m.email
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldEmail returns the old "email" field's value of the UpSnowEmail entity.
+// If the UpSnowEmail object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *UpSnowEmailMutation) OldEmail(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldEmail is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldEmail requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldEmail: %w", err)
+	}
+	return oldValue.Email, nil
+}
+
+// ResetEmail resets all changes to the "email" field.
+func (m *UpSnowEmailMutation) ResetEmail() {
+	m.email = nil
+}
+
+// SetPayload sets the "payload" field.
+func (m *UpSnowEmailMutation) SetPayload(s string) {
+	m.payload = &s
+}
+
+// Payload returns the value of the "payload" field in the mutation.
+func (m *UpSnowEmailMutation) Payload() (r string, exists bool) {
+	v := m.payload
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldPayload returns the old "payload" field's value of the UpSnowEmail entity.
+// If the UpSnowEmail object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *UpSnowEmailMutation) OldPayload(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldPayload is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldPayload requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldPayload: %w", err)
+	}
+	return oldValue.Payload, nil
+}
+
+// ResetPayload resets all changes to the "payload" field.
+func (m *UpSnowEmailMutation) ResetPayload() {
+	m.payload = nil
+}
+
+// Where appends a list predicates to the UpSnowEmailMutation builder.
+func (m *UpSnowEmailMutation) Where(ps ...predicate.UpSnowEmail) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the UpSnowEmailMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *UpSnowEmailMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.UpSnowEmail, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *UpSnowEmailMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *UpSnowEmailMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (UpSnowEmail).
+func (m *UpSnowEmailMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *UpSnowEmailMutation) Fields() []string {
+	fields := make([]string, 0, 2)
+	if m.email != nil {
+		fields = append(fields, upsnowemail.FieldEmail)
+	}
+	if m.payload != nil {
+		fields = append(fields, upsnowemail.FieldPayload)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *UpSnowEmailMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case upsnowemail.FieldEmail:
+		return m.Email()
+	case upsnowemail.FieldPayload:
+		return m.Payload()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *UpSnowEmailMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case upsnowemail.FieldEmail:
+		return m.OldEmail(ctx)
+	case upsnowemail.FieldPayload:
+		return m.OldPayload(ctx)
+	}
+	return nil, fmt.Errorf("unknown UpSnowEmail field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *UpSnowEmailMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case upsnowemail.FieldEmail:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetEmail(v)
+		return nil
+	case upsnowemail.FieldPayload:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetPayload(v)
+		return nil
+	}
+	return fmt.Errorf("unknown UpSnowEmail field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *UpSnowEmailMutation) AddedFields() []string {
+	return nil
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *UpSnowEmailMutation) AddedField(name string) (ent.Value, bool) {
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *UpSnowEmailMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	}
+	return fmt.Errorf("unknown UpSnowEmail numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *UpSnowEmailMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *UpSnowEmailMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *UpSnowEmailMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown UpSnowEmail nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *UpSnowEmailMutation) ResetField(name string) error {
+	switch name {
+	case upsnowemail.FieldEmail:
+		m.ResetEmail()
+		return nil
+	case upsnowemail.FieldPayload:
+		m.ResetPayload()
+		return nil
+	}
+	return fmt.Errorf("unknown UpSnowEmail field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *UpSnowEmailMutation) AddedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *UpSnowEmailMutation) AddedIDs(name string) []ent.Value {
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *UpSnowEmailMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *UpSnowEmailMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *UpSnowEmailMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *UpSnowEmailMutation) EdgeCleared(name string) bool {
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *UpSnowEmailMutation) ClearEdge(name string) error {
+	return fmt.Errorf("unknown UpSnowEmail unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *UpSnowEmailMutation) ResetEdge(name string) error {
+	return fmt.Errorf("unknown UpSnowEmail edge %s", name)
+}
+
+// UpSnowUUIDMutation represents an operation that mutates the UpSnowUUID nodes in the graph.
+type UpSnowUUIDMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *int64
+	u             *uuid.UUID
+	payload       *string
+	clearedFields map[string]struct{}
+	done          bool
+	oldValue      func(context.Context) (*UpSnowUUID, error)
+	predicates    []predicate.UpSnowUUID
+	// entflakeState is the hook's state of a create (entrt.IDState).
+	entflakeState entflakeState
+}
+
+var _ ent.Mutation = (*UpSnowUUIDMutation)(nil)
+
+// upsnowuuidOption allows management of the mutation configuration using functional options.
+type upsnowuuidOption func(*UpSnowUUIDMutation)
+
+// newUpSnowUUIDMutation creates new mutation for the UpSnowUUID entity.
+func newUpSnowUUIDMutation(c config, op Op, opts ...upsnowuuidOption) *UpSnowUUIDMutation {
+	m := &UpSnowUUIDMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeUpSnowUUID,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withUpSnowUUIDID sets the ID field of the mutation.
+func withUpSnowUUIDID(id int64) upsnowuuidOption {
+	return func(m *UpSnowUUIDMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *UpSnowUUID
+		)
+		m.oldValue = func(ctx context.Context) (*UpSnowUUID, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().UpSnowUUID.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withUpSnowUUID sets the old UpSnowUUID of the mutation.
+func withUpSnowUUID(node *UpSnowUUID) upsnowuuidOption {
+	return func(m *UpSnowUUIDMutation) {
+		m.oldValue = func(context.Context) (*UpSnowUUID, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m UpSnowUUIDMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m UpSnowUUIDMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// SetID sets the value of the id field. Note that this
+// operation is only accepted on creation of UpSnowUUID entities.
+func (m *UpSnowUUIDMutation) SetID(id int64) {
+	m.id = &id
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *UpSnowUUIDMutation) ID() (id int64, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *UpSnowUUIDMutation) IDs(ctx context.Context) ([]int64, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int64{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().UpSnowUUID.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetU sets the "u" field.
+func (m *UpSnowUUIDMutation) SetU(u uuid.UUID) {
+	m.u = &u
+}
+
+// U returns the value of the "u" field in the mutation.
+func (m *UpSnowUUIDMutation) U() (r uuid.UUID, exists bool) {
+	v := m.u
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldU returns the old "u" field's value of the UpSnowUUID entity.
+// If the UpSnowUUID object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *UpSnowUUIDMutation) OldU(ctx context.Context) (v uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldU is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldU requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldU: %w", err)
+	}
+	return oldValue.U, nil
+}
+
+// ResetU resets all changes to the "u" field.
+func (m *UpSnowUUIDMutation) ResetU() {
+	m.u = nil
+}
+
+// SetPayload sets the "payload" field.
+func (m *UpSnowUUIDMutation) SetPayload(s string) {
+	m.payload = &s
+}
+
+// Payload returns the value of the "payload" field in the mutation.
+func (m *UpSnowUUIDMutation) Payload() (r string, exists bool) {
+	v := m.payload
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldPayload returns the old "payload" field's value of the UpSnowUUID entity.
+// If the UpSnowUUID object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *UpSnowUUIDMutation) OldPayload(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldPayload is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldPayload requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldPayload: %w", err)
+	}
+	return oldValue.Payload, nil
+}
+
+// ResetPayload resets all changes to the "payload" field.
+func (m *UpSnowUUIDMutation) ResetPayload() {
+	m.payload = nil
+}
+
+// Where appends a list predicates to the UpSnowUUIDMutation builder.
+func (m *UpSnowUUIDMutation) Where(ps ...predicate.UpSnowUUID) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the UpSnowUUIDMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *UpSnowUUIDMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.UpSnowUUID, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *UpSnowUUIDMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *UpSnowUUIDMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (UpSnowUUID).
+func (m *UpSnowUUIDMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *UpSnowUUIDMutation) Fields() []string {
+	fields := make([]string, 0, 2)
+	if m.u != nil {
+		fields = append(fields, upsnowuuid.FieldU)
+	}
+	if m.payload != nil {
+		fields = append(fields, upsnowuuid.FieldPayload)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *UpSnowUUIDMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case upsnowuuid.FieldU:
+		return m.U()
+	case upsnowuuid.FieldPayload:
+		return m.Payload()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *UpSnowUUIDMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case upsnowuuid.FieldU:
+		return m.OldU(ctx)
+	case upsnowuuid.FieldPayload:
+		return m.OldPayload(ctx)
+	}
+	return nil, fmt.Errorf("unknown UpSnowUUID field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *UpSnowUUIDMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case upsnowuuid.FieldU:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetU(v)
+		return nil
+	case upsnowuuid.FieldPayload:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetPayload(v)
+		return nil
+	}
+	return fmt.Errorf("unknown UpSnowUUID field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *UpSnowUUIDMutation) AddedFields() []string {
+	return nil
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *UpSnowUUIDMutation) AddedField(name string) (ent.Value, bool) {
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *UpSnowUUIDMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	}
+	return fmt.Errorf("unknown UpSnowUUID numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *UpSnowUUIDMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *UpSnowUUIDMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *UpSnowUUIDMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown UpSnowUUID nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *UpSnowUUIDMutation) ResetField(name string) error {
+	switch name {
+	case upsnowuuid.FieldU:
+		m.ResetU()
+		return nil
+	case upsnowuuid.FieldPayload:
+		m.ResetPayload()
+		return nil
+	}
+	return fmt.Errorf("unknown UpSnowUUID field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *UpSnowUUIDMutation) AddedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *UpSnowUUIDMutation) AddedIDs(name string) []ent.Value {
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *UpSnowUUIDMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *UpSnowUUIDMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *UpSnowUUIDMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *UpSnowUUIDMutation) EdgeCleared(name string) bool {
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *UpSnowUUIDMutation) ClearEdge(name string) error {
+	return fmt.Errorf("unknown UpSnowUUID unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *UpSnowUUIDMutation) ResetEdge(name string) error {
+	return fmt.Errorf("unknown UpSnowUUID edge %s", name)
 }

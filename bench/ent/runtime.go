@@ -14,7 +14,11 @@ import (
 	"github.com/entflake/entflake/bench/ent/snow8"
 	"github.com/entflake/entflake/bench/ent/snow8row"
 	"github.com/entflake/entflake/bench/ent/upauto"
+	"github.com/entflake/entflake/bench/ent/upautoemail"
+	"github.com/entflake/entflake/bench/ent/upautouuid"
 	"github.com/entflake/entflake/bench/ent/upsnow"
+	"github.com/entflake/entflake/bench/ent/upsnowemail"
+	"github.com/entflake/entflake/bench/ent/upsnowuuid"
 )
 
 // The init function reads all schema descriptors with runtime code
@@ -111,6 +115,28 @@ func init() {
 	upautoDescPayload := upautoMixinFields0[1].Descriptor()
 	// upauto.PayloadValidator is a validator for the "payload" field. It is called by the builders before save.
 	upauto.PayloadValidator = upautoDescPayload.Validators[0].(func(string) error)
+	upautoemailMixin := schema.UpAutoEmail{}.Mixin()
+	upautoemailMixinFields0 := upautoemailMixin[0].Fields()
+	_ = upautoemailMixinFields0
+	upautoemailFields := schema.UpAutoEmail{}.Fields()
+	_ = upautoemailFields
+	// upautoemailDescEmail is the schema descriptor for email field.
+	upautoemailDescEmail := upautoemailMixinFields0[0].Descriptor()
+	// upautoemail.EmailValidator is a validator for the "email" field. It is called by the builders before save.
+	upautoemail.EmailValidator = upautoemailDescEmail.Validators[0].(func(string) error)
+	// upautoemailDescPayload is the schema descriptor for payload field.
+	upautoemailDescPayload := upautoemailMixinFields0[1].Descriptor()
+	// upautoemail.PayloadValidator is a validator for the "payload" field. It is called by the builders before save.
+	upautoemail.PayloadValidator = upautoemailDescPayload.Validators[0].(func(string) error)
+	upautouuidMixin := schema.UpAutoUUID{}.Mixin()
+	upautouuidMixinFields0 := upautouuidMixin[0].Fields()
+	_ = upautouuidMixinFields0
+	upautouuidFields := schema.UpAutoUUID{}.Fields()
+	_ = upautouuidFields
+	// upautouuidDescPayload is the schema descriptor for payload field.
+	upautouuidDescPayload := upautouuidMixinFields0[1].Descriptor()
+	// upautouuid.PayloadValidator is a validator for the "payload" field. It is called by the builders before save.
+	upautouuid.PayloadValidator = upautouuidDescPayload.Validators[0].(func(string) error)
 	upsnowMixin := schema.UpSnow{}.Mixin()
 	upsnowMixinFields1 := upsnowMixin[1].Fields()
 	_ = upsnowMixinFields1
@@ -120,4 +146,26 @@ func init() {
 	upsnowDescPayload := upsnowMixinFields1[1].Descriptor()
 	// upsnow.PayloadValidator is a validator for the "payload" field. It is called by the builders before save.
 	upsnow.PayloadValidator = upsnowDescPayload.Validators[0].(func(string) error)
+	upsnowemailMixin := schema.UpSnowEmail{}.Mixin()
+	upsnowemailMixinFields1 := upsnowemailMixin[1].Fields()
+	_ = upsnowemailMixinFields1
+	upsnowemailFields := schema.UpSnowEmail{}.Fields()
+	_ = upsnowemailFields
+	// upsnowemailDescEmail is the schema descriptor for email field.
+	upsnowemailDescEmail := upsnowemailMixinFields1[0].Descriptor()
+	// upsnowemail.EmailValidator is a validator for the "email" field. It is called by the builders before save.
+	upsnowemail.EmailValidator = upsnowemailDescEmail.Validators[0].(func(string) error)
+	// upsnowemailDescPayload is the schema descriptor for payload field.
+	upsnowemailDescPayload := upsnowemailMixinFields1[1].Descriptor()
+	// upsnowemail.PayloadValidator is a validator for the "payload" field. It is called by the builders before save.
+	upsnowemail.PayloadValidator = upsnowemailDescPayload.Validators[0].(func(string) error)
+	upsnowuuidMixin := schema.UpSnowUUID{}.Mixin()
+	upsnowuuidMixinFields1 := upsnowuuidMixin[1].Fields()
+	_ = upsnowuuidMixinFields1
+	upsnowuuidFields := schema.UpSnowUUID{}.Fields()
+	_ = upsnowuuidFields
+	// upsnowuuidDescPayload is the schema descriptor for payload field.
+	upsnowuuidDescPayload := upsnowuuidMixinFields1[1].Descriptor()
+	// upsnowuuid.PayloadValidator is a validator for the "payload" field. It is called by the builders before save.
+	upsnowuuid.PayloadValidator = upsnowuuidDescPayload.Validators[0].(func(string) error)
 }

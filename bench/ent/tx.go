@@ -32,8 +32,16 @@ type Tx struct {
 	Snow8Row *Snow8RowClient
 	// UpAuto is the client for interacting with the UpAuto builders.
 	UpAuto *UpAutoClient
+	// UpAutoEmail is the client for interacting with the UpAutoEmail builders.
+	UpAutoEmail *UpAutoEmailClient
+	// UpAutoUUID is the client for interacting with the UpAutoUUID builders.
+	UpAutoUUID *UpAutoUUIDClient
 	// UpSnow is the client for interacting with the UpSnow builders.
 	UpSnow *UpSnowClient
+	// UpSnowEmail is the client for interacting with the UpSnowEmail builders.
+	UpSnowEmail *UpSnowEmailClient
+	// UpSnowUUID is the client for interacting with the UpSnowUUID builders.
+	UpSnowUUID *UpSnowUUIDClient
 
 	// lazily loaded.
 	client     *Client
@@ -175,7 +183,11 @@ func (tx *Tx) init() {
 	tx.Snow8 = NewSnow8Client(tx.config)
 	tx.Snow8Row = NewSnow8RowClient(tx.config)
 	tx.UpAuto = NewUpAutoClient(tx.config)
+	tx.UpAutoEmail = NewUpAutoEmailClient(tx.config)
+	tx.UpAutoUUID = NewUpAutoUUIDClient(tx.config)
 	tx.UpSnow = NewUpSnowClient(tx.config)
+	tx.UpSnowEmail = NewUpSnowEmailClient(tx.config)
+	tx.UpSnowUUID = NewUpSnowUUIDClient(tx.config)
 }
 
 // txDriver wraps the given dialect.Tx with a nop dialect.Driver implementation.

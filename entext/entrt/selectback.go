@@ -214,9 +214,27 @@ func (s *selectBack) insert(ctx context.Context, drv dialect.ExecQuerier, query 
 // pair is a batch row (j) and one of the keys it has without a NULL (i).
 type pair struct{ j, i int }
 
-// find returns, for each batch row with a key (keyed), the stored ids the
-// server finds for its keys, in at most two statements. A key with a NULL
-// meets nothing, and is not looked up.
+// lookup is what find knows of the batch: the key columns, each once, and
+// for each row the values it writes into them (nil for NULL), in that
+// order; for each key, the positions of its columns there.
+type lookup struct {
+	columns []string
+	values  [][]any
+	keys    [][]int
+}
+
+// key returns row j's values of key i.
+func (l *lookup) key(j, i int) []any {
+	out := make([]any, len(l.keys[i]))
+	for k, c := range l.keys[i] {
+		out[k] = l.values[j][c]
+	}
+	return out
+}
+
+// find returns, for each batch row, whether it has a key without a NULL
+// (keyed) and the stored ids the server finds for its keys, in at most two
+// statements. A key with a NULL meets nothing, and is not looked up.
 //
 // The first asks for the stored rows that hold one of the batch's values
 // of each key, one IN list per key (the server compares them, under the
@@ -240,29 +258,29 @@ type pair struct{ j, i int }
 // derived table of the batch's values would carry the connection's
 // collation as an implicit one of its own (TiDB reports coercibility 2),
 // which MySQL refuses to compare with a column of another collation.
-func (s *selectBack) find(ctx context.Context, drv dialect.ExecQuerier) (found map[int][]int64, keyed map[int]bool, err error) {
-	var columns []string // the key columns, each once
-	for _, key := range s.keys {
+func (s *selectBack) find(ctx context.Context, drv dialect.ExecQuerier) (found [][]int64, keyed []bool, err error) {
+	l := &lookup{keys: make([][]int, len(s.keys)), values: make([][]any, len(s.spec.Nodes))}
+	for i, key := range s.keys {
 		for _, c := range key {
-			if !slices.Contains(columns, c) {
-				columns = append(columns, c)
+			k := slices.Index(l.columns, c)
+			if k < 0 {
+				k = len(l.columns)
+				l.columns = append(l.columns, c)
 			}
+			l.keys[i] = append(l.keys[i], k)
 		}
 	}
-	// values[j][c] is what row j writes into column c; pairs, the rows and
-	// keys to look up.
-	values := make([]map[string]any, len(s.spec.Nodes))
 	var pairs []pair
-	keyed = map[int]bool{}
+	keyed = make([]bool, len(s.spec.Nodes))
 	for j, node := range s.spec.Nodes {
-		values[j] = map[string]any{}
-		for _, c := range columns {
-			values[j][c] = columnValue(node, c)
+		l.values[j] = make([]any, len(l.columns))
+		for k, c := range l.columns {
+			l.values[j][k] = columnValue(node, c)
 		}
 	keys:
-		for i, key := range s.keys {
-			for _, c := range key {
-				if values[j][c] == nil {
+		for i := range s.keys {
+			for _, c := range l.keys[i] {
+				if l.values[j][c] == nil {
 					continue keys
 				}
 			}
@@ -270,41 +288,46 @@ func (s *selectBack) find(ctx context.Context, drv dialect.ExecQuerier) (found m
 			keyed[j] = true
 		}
 	}
-	found = map[int][]int64{}
+	found = make([][]int64, len(s.spec.Nodes))
 	if len(pairs) == 0 {
 		return found, keyed, nil
 	}
-	unsure, err := s.identical(ctx, drv, columns, values, pairs, found)
+	unsure, err := s.identical(ctx, drv, l, pairs, found)
 	if err != nil || len(unsure) == 0 {
 		return found, keyed, err
 	}
-	return found, keyed, s.compared(ctx, drv, values, unsure, found)
+	return found, keyed, s.compared(ctx, drv, l, unsure, found)
 }
 
 // identical runs the first statement of find, adds to found the stored row
 // of each pair whose key a stored row holds identically, and returns the
 // other pairs.
-func (s *selectBack) identical(ctx context.Context, drv dialect.ExecQuerier, columns []string, values []map[string]any, pairs []pair, found map[int][]int64) (unsure []pair, err error) {
+func (s *selectBack) identical(ctx context.Context, drv dialect.ExecQuerier, l *lookup, pairs []pair, found [][]int64) (unsure []pair, err error) {
 	var (
 		q    strings.Builder
 		args []any
 	)
 	selectList := quote(s.spec.Nodes[0].ID.Column)
-	for _, c := range columns {
+	for _, c := range l.columns {
 		selectList += ", " + quote(c)
 	}
 	for i, key := range s.keys {
-		var list []string
+		marks := strings.TrimSuffix(strings.Repeat("?, ", len(key)), ", ")
+		if len(key) > 1 {
+			marks = "(" + marks + ")"
+		}
+		var in strings.Builder
 		for _, p := range pairs {
 			if p.i != i {
 				continue
 			}
-			list = append(list, strings.TrimSuffix(strings.Repeat("?, ", len(key)), ", "))
-			for _, c := range key {
-				args = append(args, values[p.j][c])
+			if in.Len() > 0 {
+				in.WriteString(", ")
 			}
+			in.WriteString(marks)
+			args = append(args, l.key(p.j, i)...)
 		}
-		if len(list) == 0 {
+		if in.Len() == 0 {
 			continue
 		}
 		cols := make([]string, len(key))
@@ -314,14 +337,14 @@ func (s *selectBack) identical(ctx context.Context, drv dialect.ExecQuerier, col
 		// A column IN a list of values, or a row of columns IN a list of
 		// rows: TiDB reads the former as point lookups, not the latter with
 		// one column.
-		target, in := cols[0], strings.Join(list, ", ")
+		target := cols[0]
 		if len(key) > 1 {
-			target, in = "("+strings.Join(cols, ", ")+")", "("+strings.Join(list, "), (")+")"
+			target = "(" + strings.Join(cols, ", ") + ")"
 		}
 		if q.Len() > 0 {
 			q.WriteString(" UNION ALL ")
 		}
-		q.WriteString("(SELECT " + selectList + " FROM " + s.from() + " WHERE " + target + " IN (" + in + ") FOR UPDATE)")
+		q.WriteString("(SELECT " + selectList + " FROM " + s.from() + " WHERE " + target + " IN (" + in.String() + ") FOR UPDATE)")
 	}
 	byKey := make([]map[string]int64, len(s.keys))
 	for i := range byKey {
@@ -332,22 +355,25 @@ func (s *selectBack) identical(ctx context.Context, drv dialect.ExecQuerier, col
 		return nil, err
 	}
 	defer rows.Close()
+	var (
+		id   int64
+		got  = make([]any, len(l.columns))
+		dest = []any{&id}
+		part = make([]any, 0, len(l.columns))
+	)
+	for k := range got {
+		dest = append(dest, &got[k])
+	}
 	for rows.Next() {
-		var id int64
-		got := make([]any, len(columns))
-		dest := []any{&id}
-		for k := range got {
-			dest = append(dest, &got[k])
-		}
 		if err := rows.Scan(dest...); err != nil {
 			return nil, err
 		}
-		row := map[string]any{}
-		for k, c := range columns {
-			row[c] = got[k]
-		}
-		for i, key := range s.keys {
-			if k, ok := identity(key, row); ok {
+		for i := range s.keys {
+			part = part[:0]
+			for _, c := range l.keys[i] {
+				part = append(part, got[c])
+			}
+			if k, ok := identity(part); ok {
 				byKey[i][k] = id
 			}
 		}
@@ -356,7 +382,7 @@ func (s *selectBack) identical(ctx context.Context, drv dialect.ExecQuerier, col
 		return nil, err
 	}
 	for _, p := range pairs {
-		k, ok := identity(s.keys[p.i], values[p.j])
+		k, ok := identity(l.key(p.j, p.i))
 		if id, met := byKey[p.i][k]; ok && met {
 			found[p.j] = appendOnce(found[p.j], id)
 		} else {
@@ -368,7 +394,7 @@ func (s *selectBack) identical(ctx context.Context, drv dialect.ExecQuerier, col
 
 // compared runs the second statement of find, for the pairs no stored row
 // matched identically, and adds what the server finds to found.
-func (s *selectBack) compared(ctx context.Context, drv dialect.ExecQuerier, values []map[string]any, unsure []pair, found map[int][]int64) error {
+func (s *selectBack) compared(ctx context.Context, drv dialect.ExecQuerier, l *lookup, unsure []pair, found [][]int64) error {
 	var (
 		q    strings.Builder
 		args []any
@@ -377,8 +403,8 @@ func (s *selectBack) compared(ctx context.Context, drv dialect.ExecQuerier, valu
 		where := make([]string, len(s.keys[p.i]))
 		for k, c := range s.keys[p.i] {
 			where[k] = quote(c) + " = ?"
-			args = append(args, values[p.j][c])
 		}
+		args = append(args, l.key(p.j, p.i)...)
 		if n > 0 {
 			q.WriteString(" UNION ALL ")
 		}
@@ -397,6 +423,9 @@ func (s *selectBack) compared(ctx context.Context, drv dialect.ExecQuerier, valu
 		)
 		if err := rows.Scan(&j, &id); err != nil {
 			return err
+		}
+		if j < 0 || j >= len(found) {
+			return fmt.Errorf("entflake: the SELECT of the stored rows gave row %d of %d", j, len(found))
 		}
 		found[j] = appendOnce(found[j], id)
 	}
@@ -420,43 +449,46 @@ func appendOnce(ids []int64, id int64) []int64 {
 	return append(ids, id)
 }
 
-// identity returns the values of a key's columns in row as one string, to
-// find a stored row whose key is the very value a batch row gave, and false
-// if one of them is NULL or of a kind it does not write out: the MySQL
-// driver reads text and, over the text protocol (interpolateParams),
-// integers as bytes, and integers as int64 over the binary one; a value
-// given through driver.Valuer (a UUID) is what it gives. A time, a float or
-// anything else is left to the server: it may store it otherwise than it
-// was sent.
-func identity(key []string, row map[string]any) (string, bool) {
-	var b strings.Builder
-	for _, c := range key {
-		v := row[c]
+// identity returns the values of a key's columns as one string, to find a
+// stored row whose key is the very value a batch row gave, and false if one
+// of them is NULL or of a kind it does not write out: the MySQL driver
+// reads text and, over the text protocol (interpolateParams), integers as
+// bytes, and integers as int64 over the binary one; a value given through
+// driver.Valuer (a UUID) is what it gives. A time, a float or anything else
+// is left to the server: it may store it otherwise than it was sent.
+func identity(values []any) (string, bool) {
+	var b []byte
+	for _, v := range values {
 		if vv, ok := v.(driver.Valuer); ok {
 			var err error
 			if v, err = vv.Value(); err != nil {
 				return "", false
 			}
 		}
-		var text string
+		var text []byte
 		switch v := v.(type) {
 		case string:
-			text = v
+			text = []byte(v)
 		case []byte:
-			text = string(v)
-		case int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64:
-			text = fmt.Sprint(v)
+			text = v
+		case int64:
+			text = strconv.AppendInt(nil, v, 10)
+		case int:
+			text = strconv.AppendInt(nil, int64(v), 10)
+		case int8, int16, int32, uint, uint8, uint16, uint32, uint64:
+			text = fmt.Append(nil, v)
 		case bool:
-			text = "0"
+			text = []byte{'0'}
 			if v {
-				text = "1"
+				text[0] = '1'
 			}
 		default:
 			return "", false
 		}
-		fmt.Fprintf(&b, "%d:%s;", len(text), text)
+		b = strconv.AppendInt(b, int64(len(text)), 10)
+		b = append(append(append(b, ':'), text...), ';')
 	}
-	return b.String(), true
+	return string(b), true
 }
 
 // columnValue returns the value the INSERT of node writes into column c:
@@ -483,7 +515,7 @@ func columnValue(node *sqlgraph.CreateSpec, c string) any {
 // found for a row with a key (keyed), its own id for a row without one. A
 // row with a key that found none or two, or (distinct) a stored row that
 // two rows found, is uncertain (errUncertain), and no row is given an id.
-func (s *selectBack) mapped(keyed map[int]bool, found map[int][]int64) ([]int64, error) {
+func (s *selectBack) mapped(keyed []bool, found [][]int64) ([]int64, error) {
 	ids := make([]int64, len(s.spec.Nodes))
 	by := map[int64]int{}
 	for j, node := range s.spec.Nodes {

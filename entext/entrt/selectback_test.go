@@ -42,20 +42,20 @@ func batchOf(ids []int64, emails []string, opts ...sql.ConflictOption) *sqlgraph
 // them back are one string when they are the same value; a time, a float
 // or a NULL is no identity, and a Valuer is what it gives.
 func TestIdentity(t *testing.T) {
-	key := []string{"a", "b"}
-	same := func(x, y map[string]any) bool {
-		kx, okx := identity(key, x)
-		ky, oky := identity(key, y)
+	same := func(x, y []any) bool {
+		kx, okx := identity(x)
+		ky, oky := identity(y)
 		return okx && oky && kx == ky
 	}
-	assert.True(t, same(map[string]any{"a": "x", "b": int64(5)}, map[string]any{"a": []byte("x"), "b": []byte("5")}))
-	assert.True(t, same(map[string]any{"a": "x", "b": 5}, map[string]any{"a": []byte("x"), "b": int64(5)}))
-	assert.True(t, same(map[string]any{"a": uuidish("0b7c"), "b": true}, map[string]any{"a": []byte("0b7c"), "b": int64(1)}))
-	assert.False(t, same(map[string]any{"a": "x", "b": 5}, map[string]any{"a": []byte("X"), "b": int64(5)}), "case: the server's to say")
-	assert.False(t, same(map[string]any{"a": "x ", "b": 5}, map[string]any{"a": []byte("x"), "b": int64(5)}), "padding: the server's to say")
-	assert.False(t, same(map[string]any{"a": "ab", "b": 5}, map[string]any{"a": []byte("a"), "b": []byte("b5")}), "no run-together")
+	assert.True(t, same([]any{"x", int64(5)}, []any{[]byte("x"), []byte("5")}))
+	assert.True(t, same([]any{"x", 5}, []any{[]byte("x"), int64(5)}))
+	assert.True(t, same([]any{uuidish("0b7c"), true}, []any{[]byte("0b7c"), int64(1)}))
+	assert.True(t, same([]any{int32(-7), uint8(3)}, []any{[]byte("-7"), []byte("3")}))
+	assert.False(t, same([]any{"x", 5}, []any{[]byte("X"), int64(5)}), "case: the server's to say")
+	assert.False(t, same([]any{"x ", 5}, []any{[]byte("x"), int64(5)}), "padding: the server's to say")
+	assert.False(t, same([]any{"ab", 5}, []any{[]byte("a"), []byte("b5")}), "no run-together")
 	for _, v := range []any{nil, 1.5, time.Now()} {
-		_, ok := identity(key, map[string]any{"a": "x", "b": v})
+		_, ok := identity([]any{"x", v})
 		assert.False(t, ok, "%T", v)
 	}
 }
@@ -107,21 +107,21 @@ func TestSelectBackFind(t *testing.T) {
 // row is given an id.
 func TestSelectBackMapped(t *testing.T) {
 	s := &selectBack{spec: batchOf([]int64{11, 12, 13}, []string{"a", "", "c"}), keys: [][]string{{"email"}}}
-	keyed := map[int]bool{0: true, 2: true}
-	ids, err := s.mapped(keyed, map[int][]int64{0: {7}, 2: {7}})
+	keyed := []bool{true, false, true}
+	ids, err := s.mapped(keyed, [][]int64{{7}, nil, {7}})
 	require.NoError(t, err, "two rows that meet one stored row, with generated ids and one key")
 	assert.Equal(t, []int64{7, 12, 7}, ids)
 
-	for name, found := range map[string]map[int][]int64{
-		"none":     {0: {7}},
-		"two":      {0: {7, 8}, 2: {9}},
-		"no reply": {},
+	for name, found := range map[string][][]int64{
+		"none":     {{7}, nil, nil},
+		"two":      {{7, 8}, nil, {9}},
+		"no reply": {nil, nil, nil},
 	} {
 		_, err := s.mapped(keyed, found)
 		require.ErrorIs(t, err, errUncertain, name)
 	}
 	s.distinct = true
-	_, err = s.mapped(keyed, map[int][]int64{0: {7}, 2: {7}})
+	_, err = s.mapped(keyed, [][]int64{{7}, nil, {7}})
 	require.ErrorIs(t, err, errUncertain, "one stored row for two rows, with the caller's ids")
 	assert.Contains(t, err.Error(), "rows 0 and 2")
 	assert.Equal(t, []any{int64(11), int64(12), int64(13)}, []any{s.spec.Nodes[0].ID.Value, s.spec.Nodes[1].ID.Value, s.spec.Nodes[2].ID.Value},

@@ -201,15 +201,20 @@ func keepID(d string, spec *sqlgraph.CreateSpec, generated bool, inserted *int64
 // but applied before the option that sets the id: ent's own substitution
 // comes last, and would set id = id over it, leaving the OK packet with an
 // id no row has.
+//
+// An option is DoNothing if it renders as DO NOTHING on its own (on
+// PostgreSQL: MySQL renders it as an update). The options are rendered one
+// by one only when all of them together render so: an option renders ent's
+// generated code, which for UpdateNewValues visits every builder of a batch.
 func callerOptions(d string, opts []sql.ConflictOption) []sql.ConflictOption {
-	out := make([]sql.ConflictOption, 0, len(opts)+1)
-	for _, o := range opts {
-		// An option is DoNothing if it renders as DO NOTHING on its own
-		// (on PostgreSQL: MySQL renders it as an update).
-		if d == dialect.MySQL && strings.HasSuffix(clause(dialect.Postgres, o), " DO NOTHING") {
-			o = sql.ResolveWithIgnore()
+	out := append(make([]sql.ConflictOption, 0, len(opts)+1), opts...)
+	if d != dialect.MySQL || !strings.HasSuffix(clause(dialect.Postgres, opts...), " DO NOTHING") {
+		return out
+	}
+	for i, o := range out {
+		if strings.HasSuffix(clause(dialect.Postgres, o), " DO NOTHING") {
+			out[i] = sql.ResolveWithIgnore()
 		}
-		out = append(out, o)
 	}
 	return out
 }

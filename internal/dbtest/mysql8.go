@@ -2,6 +2,10 @@ package dbtest
 
 import (
 	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"testing"
 
 	"entgo.io/ent/dialect"
 )
@@ -46,4 +50,59 @@ func asMySQL8(query string) string {
 		return "SELECT '" + MySQL8Version + "'"
 	}
 	return query
+}
+
+// Collate gives column of table the collation (MySQL, MariaDB and TiDB), keeping its type, its
+// nullability and its indexes (TiDB changes no collation of an indexed
+// column: the indexes are dropped and made again).
+func Collate(t testing.TB, db *sql.DB, table, column, collation string) {
+	t.Helper()
+	var typ, nullable string
+	must(t, db.QueryRow("SELECT COLUMN_TYPE, IS_NULLABLE FROM information_schema.COLUMNS "+
+		"WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND COLUMN_NAME = ?", table, column).Scan(&typ, &nullable))
+	rows, err := db.Query("SELECT INDEX_NAME, MIN(NON_UNIQUE), GROUP_CONCAT(COLUMN_NAME ORDER BY SEQ_IN_INDEX) FROM information_schema.STATISTICS "+
+		"WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND INDEX_NAME IN (SELECT INDEX_NAME FROM information_schema.STATISTICS "+
+		"WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND COLUMN_NAME = ?) GROUP BY INDEX_NAME", table, table, column)
+	must(t, err)
+	type index struct {
+		name, columns string
+		unique        bool
+	}
+	var indexes []index
+	for rows.Next() {
+		var (
+			x         index
+			nonUnique int
+		)
+		must(t, rows.Scan(&x.name, &nonUnique, &x.columns))
+		x.unique = nonUnique == 0
+		indexes = append(indexes, x)
+	}
+	must(t, rows.Err())
+	for _, x := range indexes {
+		_, err := db.Exec(fmt.Sprintf("ALTER TABLE `%s` DROP INDEX `%s`", table, x.name))
+		must(t, err)
+	}
+	null := "NULL"
+	if nullable == "NO" {
+		null = "NOT NULL"
+	}
+	_, err = db.Exec(fmt.Sprintf("ALTER TABLE `%s` MODIFY `%s` %s CHARACTER SET utf8mb4 COLLATE %s %s", table, column, typ, collation, null))
+	must(t, err)
+	for _, x := range indexes {
+		kind := "INDEX"
+		if x.unique {
+			kind = "UNIQUE INDEX"
+		}
+		_, err := db.Exec(fmt.Sprintf("ALTER TABLE `%s` ADD %s `%s` (`%s`)", table, kind, x.name, strings.ReplaceAll(x.columns, ",", "`, `")))
+		must(t, err)
+	}
+}
+
+// must fails t on err.
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
 }

@@ -129,6 +129,30 @@ func (f UpAutoFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, erro
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.UpAutoMutation", m)
 }
 
+// The UpAutoEmailFunc type is an adapter to allow the use of ordinary
+// function as UpAutoEmail mutator.
+type UpAutoEmailFunc func(context.Context, *ent.UpAutoEmailMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f UpAutoEmailFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.UpAutoEmailMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.UpAutoEmailMutation", m)
+}
+
+// The UpAutoUUIDFunc type is an adapter to allow the use of ordinary
+// function as UpAutoUUID mutator.
+type UpAutoUUIDFunc func(context.Context, *ent.UpAutoUUIDMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f UpAutoUUIDFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.UpAutoUUIDMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.UpAutoUUIDMutation", m)
+}
+
 // The UpSnowFunc type is an adapter to allow the use of ordinary
 // function as UpSnow mutator.
 type UpSnowFunc func(context.Context, *ent.UpSnowMutation) (ent.Value, error)
@@ -139,6 +163,30 @@ func (f UpSnowFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, erro
 		return f(ctx, mv)
 	}
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.UpSnowMutation", m)
+}
+
+// The UpSnowEmailFunc type is an adapter to allow the use of ordinary
+// function as UpSnowEmail mutator.
+type UpSnowEmailFunc func(context.Context, *ent.UpSnowEmailMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f UpSnowEmailFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.UpSnowEmailMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.UpSnowEmailMutation", m)
+}
+
+// The UpSnowUUIDFunc type is an adapter to allow the use of ordinary
+// function as UpSnowUUID mutator.
+type UpSnowUUIDFunc func(context.Context, *ent.UpSnowUUIDMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f UpSnowUUIDFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.UpSnowUUIDMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.UpSnowUUIDMutation", m)
 }
 
 // Condition is a hook condition function.

@@ -16,5 +16,5 @@ func init() {
 	// WithGlobalUniqueID(true) would give each table a range of ids, which
 	// snowflake ids ignore: a migration given it fails, naming the types
 	// with the SnowflakeID mixin.
-	WithGlobalUniqueID = entflakeschema.RefuseGlobalUniqueID(WithGlobalUniqueID, "Snow", "Snow8", "Snow8Row", "UpSnow")
+	WithGlobalUniqueID = entflakeschema.RefuseGlobalUniqueID(WithGlobalUniqueID, "Snow", "Snow8", "Snow8Row", "UpSnow", "UpSnowEmail", "UpSnowUUID")
 }

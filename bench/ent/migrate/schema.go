@@ -191,6 +191,30 @@ var (
 		Columns:    UpAutosColumns,
 		PrimaryKey: []*schema.Column{UpAutosColumns[0]},
 	}
+	// UpAutoEmailsColumns holds the columns for the "up_auto_emails" table.
+	UpAutoEmailsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "email", Type: field.TypeString, Unique: true, Size: 191},
+		{Name: "payload", Type: field.TypeString, Size: 64},
+	}
+	// UpAutoEmailsTable holds the schema information for the "up_auto_emails" table.
+	UpAutoEmailsTable = &schema.Table{
+		Name:       "up_auto_emails",
+		Columns:    UpAutoEmailsColumns,
+		PrimaryKey: []*schema.Column{UpAutoEmailsColumns[0]},
+	}
+	// UpAutoUuiDsColumns holds the columns for the "up_auto_uui_ds" table.
+	UpAutoUuiDsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "u", Type: field.TypeUUID, Unique: true},
+		{Name: "payload", Type: field.TypeString, Size: 64},
+	}
+	// UpAutoUuiDsTable holds the schema information for the "up_auto_uui_ds" table.
+	UpAutoUuiDsTable = &schema.Table{
+		Name:       "up_auto_uui_ds",
+		Columns:    UpAutoUuiDsColumns,
+		PrimaryKey: []*schema.Column{UpAutoUuiDsColumns[0]},
+	}
 	// UpSnowsColumns holds the columns for the "up_snows" table.
 	UpSnowsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt64, SchemaType: map[string]string{"sqlite3": "bigint"}},
@@ -202,6 +226,30 @@ var (
 		Name:       "up_snows",
 		Columns:    UpSnowsColumns,
 		PrimaryKey: []*schema.Column{UpSnowsColumns[0]},
+	}
+	// UpSnowEmailsColumns holds the columns for the "up_snow_emails" table.
+	UpSnowEmailsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt64, SchemaType: map[string]string{"sqlite3": "bigint"}},
+		{Name: "email", Type: field.TypeString, Unique: true, Size: 191},
+		{Name: "payload", Type: field.TypeString, Size: 64},
+	}
+	// UpSnowEmailsTable holds the schema information for the "up_snow_emails" table.
+	UpSnowEmailsTable = &schema.Table{
+		Name:       "up_snow_emails",
+		Columns:    UpSnowEmailsColumns,
+		PrimaryKey: []*schema.Column{UpSnowEmailsColumns[0]},
+	}
+	// UpSnowUuiDsColumns holds the columns for the "up_snow_uui_ds" table.
+	UpSnowUuiDsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt64, SchemaType: map[string]string{"sqlite3": "bigint"}},
+		{Name: "u", Type: field.TypeUUID, Unique: true},
+		{Name: "payload", Type: field.TypeString, Size: 64},
+	}
+	// UpSnowUuiDsTable holds the schema information for the "up_snow_uui_ds" table.
+	UpSnowUuiDsTable = &schema.Table{
+		Name:       "up_snow_uui_ds",
+		Columns:    UpSnowUuiDsColumns,
+		PrimaryKey: []*schema.Column{UpSnowUuiDsColumns[0]},
 	}
 	// Tables holds all the tables in the schema.
 	Tables = []*schema.Table{
@@ -215,7 +263,11 @@ var (
 		Snow8sTable,
 		Snow8rowsTable,
 		UpAutosTable,
+		UpAutoEmailsTable,
+		UpAutoUuiDsTable,
 		UpSnowsTable,
+		UpSnowEmailsTable,
+		UpSnowUuiDsTable,
 	}
 )
 

@@ -36,5 +36,17 @@ type Snow8Row func(*sql.Selector)
 // UpAuto is the predicate function for upauto builders.
 type UpAuto func(*sql.Selector)
 
+// UpAutoEmail is the predicate function for upautoemail builders.
+type UpAutoEmail func(*sql.Selector)
+
+// UpAutoUUID is the predicate function for upautouuid builders.
+type UpAutoUUID func(*sql.Selector)
+
 // UpSnow is the predicate function for upsnow builders.
 type UpSnow func(*sql.Selector)
+
+// UpSnowEmail is the predicate function for upsnowemail builders.
+type UpSnowEmail func(*sql.Selector)
+
+// UpSnowUUID is the predicate function for upsnowuuid builders.
+type UpSnowUUID func(*sql.Selector)

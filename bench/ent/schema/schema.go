@@ -106,3 +106,42 @@ func (UpAuto) Mixin() []ent.Mixin { return []ent.Mixin{upsertRow{}} }
 type UpSnow struct{ ent.Schema }
 
 func (UpSnow) Mixin() []ent.Mixin { return []ent.Mixin{entflakemixin.SnowflakeID{}, upsertRow{}} }
+
+// upsertUUIDRow is upsertRow keyed by a unique UUID (CHAR(36) on MySQL).
+type upsertUUIDRow struct{ entmixin.Schema }
+
+func (upsertUUIDRow) Fields() []ent.Field {
+	return []ent.Field{field.UUID("u", uuid.UUID{}).Unique(), field.String("payload").MaxLen(64)}
+}
+
+// UpAutoUUID keeps ent's AUTO_INCREMENT id, upserted on a UUID.
+type UpAutoUUID struct{ ent.Schema }
+
+func (UpAutoUUID) Mixin() []ent.Mixin { return []ent.Mixin{upsertUUIDRow{}} }
+
+// UpSnowUUID has entflake's snowflake id, upserted on a UUID.
+type UpSnowUUID struct{ ent.Schema }
+
+func (UpSnowUUID) Mixin() []ent.Mixin {
+	return []ent.Mixin{entflakemixin.SnowflakeID{}, upsertUUIDRow{}}
+}
+
+// upsertEmailRow is upsertRow keyed by a unique string, which the upsert
+// benchmark makes case-insensitive on MySQL (utf8mb4_general_ci).
+type upsertEmailRow struct{ entmixin.Schema }
+
+func (upsertEmailRow) Fields() []ent.Field {
+	return []ent.Field{field.String("email").MaxLen(191).Unique(), field.String("payload").MaxLen(64)}
+}
+
+// UpAutoEmail keeps ent's AUTO_INCREMENT id, upserted on an e-mail.
+type UpAutoEmail struct{ ent.Schema }
+
+func (UpAutoEmail) Mixin() []ent.Mixin { return []ent.Mixin{upsertEmailRow{}} }
+
+// UpSnowEmail has entflake's snowflake id, upserted on an e-mail.
+type UpSnowEmail struct{ ent.Schema }
+
+func (UpSnowEmail) Mixin() []ent.Mixin {
+	return []ent.Mixin{entflakemixin.SnowflakeID{}, upsertEmailRow{}}
+}

@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	stdsql "database/sql"
 	"fmt"
 	"strings"
 	"testing"
@@ -59,53 +58,6 @@ func collations(b dbtest.Backend) []string {
 	return []string{"utf8mb4_bin", "utf8mb4_general_ci", "utf8mb4_unicode_ci"}
 }
 
-// collate gives column of table the collation, keeping its type, its
-// nullability and its indexes (TiDB changes no collation of an indexed
-// column: the indexes are dropped and made again).
-func collate(t *testing.T, db *stdsql.DB, table, column, collation string) {
-	t.Helper()
-	var typ, nullable string
-	require.NoError(t, db.QueryRow("SELECT COLUMN_TYPE, IS_NULLABLE FROM information_schema.COLUMNS "+
-		"WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND COLUMN_NAME = ?", table, column).Scan(&typ, &nullable))
-	rows, err := db.Query("SELECT INDEX_NAME, MIN(NON_UNIQUE), GROUP_CONCAT(COLUMN_NAME ORDER BY SEQ_IN_INDEX) FROM information_schema.STATISTICS "+
-		"WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND INDEX_NAME IN (SELECT INDEX_NAME FROM information_schema.STATISTICS "+
-		"WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND COLUMN_NAME = ?) GROUP BY INDEX_NAME", table, table, column)
-	require.NoError(t, err)
-	type index struct {
-		name, columns string
-		unique        bool
-	}
-	var indexes []index
-	for rows.Next() {
-		var (
-			x         index
-			nonUnique int
-		)
-		require.NoError(t, rows.Scan(&x.name, &nonUnique, &x.columns))
-		x.unique = nonUnique == 0
-		indexes = append(indexes, x)
-	}
-	require.NoError(t, rows.Err())
-	for _, x := range indexes {
-		_, err := db.Exec(fmt.Sprintf("ALTER TABLE `%s` DROP INDEX `%s`", table, x.name))
-		require.NoError(t, err)
-	}
-	null := "NULL"
-	if nullable == "NO" {
-		null = "NOT NULL"
-	}
-	_, err = db.Exec(fmt.Sprintf("ALTER TABLE `%s` MODIFY `%s` %s CHARACTER SET utf8mb4 COLLATE %s %s", table, column, typ, collation, null))
-	require.NoError(t, err)
-	for _, x := range indexes {
-		kind := "INDEX"
-		if x.unique {
-			kind = "UNIQUE INDEX"
-		}
-		_, err := db.Exec(fmt.Sprintf("ALTER TABLE `%s` ADD %s `%s` (`%s`)", table, kind, x.name, strings.ReplaceAll(x.columns, ",", "`, `")))
-		require.NoError(t, err)
-	}
-}
-
 // keyed is a test's environment for one path and collation: e (its own
 // client on the plain driver, for ent's statement and for reading), and
 // users, a client on the path's driver, which counts the statements.
@@ -126,7 +78,7 @@ func forPaths(t *testing.T, f func(t *testing.T, k *keyed)) {
 					e := openEdges(t, b, true)
 					if c != "" {
 						for _, table := range []string{"users", "plains"} {
-							collate(t, e.db.DB, table, "name", c)
+							dbtest.Collate(t, e.db.DB, table, "name", c)
 						}
 					}
 					drv := newCounted(p.wrap(e.drv))

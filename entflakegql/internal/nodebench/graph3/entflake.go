@@ -128,10 +128,14 @@ func entflakeConstraint(err error) error { return &ConstraintError{msg: err.Erro
 
 // entflakeUpsert returns the conflict options of the upsert of spec by the
 // builder whose configuration is c: the caller's, then those that keep the
-// stored row's id (entrt.UpsertOptions). generated reports whether the
-// create's id is the one the hook generated.
+// stored row's id; and it gives the builder the driver its INSERT runs on,
+// which on MySQL reads the stored id from the statement's affected rows
+// (entrt.Client.UpsertOne). generated reports whether the create's id is
+// the one the hook generated.
 func entflakeUpsert(c *config, spec *sqlgraph.CreateSpec, generated bool) []sql.ConflictOption {
-	return entrt.UpsertOptions(c.driver.Dialect(), spec.OnConflict, spec, generated)
+	opts, drv := entflakeRuntime(c).UpsertOne(spec, generated)
+	c.driver = drv
+	return opts
 }
 
 // entflakeBulkUpsert runs the bulk upsert spec of the builders of batch, or
