@@ -256,3 +256,51 @@ func ExampleWithWorkerRange() {
 	// us worker 513
 	// true
 }
+
+// Adopting an existing project's table: its ids were numbered by SQLite
+// (an INTEGER PRIMARY KEY AUTOINCREMENT, as ent makes them); after the
+// change the rows are there and an INSERT without an id is refused. Within
+// ent's migration, entflake.Adopt() does the same:
+// client.Schema.Create(ctx, entflake.Adopt()).
+func ExampleAdoptTables() {
+	dir, err := os.MkdirTemp("", "entflake-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "app.db")+"?_pragma=foreign_keys(1)")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer db.Close()
+	for _, s := range []string{
+		"CREATE TABLE `users` (`id` integer NOT NULL PRIMARY KEY AUTOINCREMENT, `name` text NOT NULL)",
+		"INSERT INTO users (name) VALUES ('alice'), ('bob')",
+	} {
+		if _, err := db.Exec(s); err != nil {
+			log.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	clock := &stoppedClock{time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)}
+	opts := []entflake.Option{entflake.WithClock(clock), entflake.WithLogger(slog.New(slog.DiscardHandler))}
+	plan, err := entflake.AdoptTables(ctx, db, dialect.SQLite, []string{"users"}, false, opts...)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, c := range plan.Columns {
+		fmt.Printf("%s.%s: %s, largest id %d, below %d\n", c.Table, c.Column, c.Numbering, c.MaxID, plan.FirstID)
+	}
+	if _, err := entflake.AdoptTables(ctx, db, dialect.SQLite, []string{"users"}, true, opts...); err != nil {
+		log.Fatal(err)
+	}
+	var n int
+	if err := db.QueryRow("SELECT COUNT(*) FROM users").Scan(&n); err != nil {
+		log.Fatal(err)
+	}
+	_, err = db.Exec("INSERT INTO users (name) VALUES ('carol')")
+	fmt.Println(n, "rows; an INSERT without an id:", err != nil)
+	// Output:
+	// users.id: INTEGER PRIMARY KEY (an alias of the rowid), largest id 2, below 385716584448000000
+	// 2 rows; an INSERT without an id: true
+}

@@ -19,3 +19,5 @@ package entflake
 //go:generate env GOMAXPROCS=1 go -C entext/internal/integration/edges run entc.go
 //go:generate env GOMAXPROCS=1 go -C entext/internal/integration/schemacfg run entc.go
 //go:generate env GOMAXPROCS=1 go -C entext/internal/integration/views run entc.go
+//go:generate env GOMAXPROCS=1 go -C entext/internal/integration/adopt/before run entc.go
+//go:generate env GOMAXPROCS=1 go -C entext/internal/integration/adopt/after run entc.go

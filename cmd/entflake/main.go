@@ -17,6 +17,14 @@
 //	         slot is live, expired or released (judged on the database's
 //	         clock), when it expires, and how far its IDs may go. Released
 //	         slots are shown with -all. It only reads.
+//	adopt    -dialect D -dsn DSN -tables T1,T2 [-epoch T] [-apply]
+//	         makes the id columns of an existing ent project's tables the
+//	         SnowflakeID mixin's: AUTO_INCREMENT, IDENTITY (or serial) or
+//	         SQLite's rowid alias dropped, rows and foreign keys kept. It
+//	         names each column, its largest id, and the statements; -apply
+//	         runs them. A table holding an id at or above the first ID the
+//	         generator issues now (the -epoch, the library's by default) is
+//	         refused. Within ent's migration, entflake.Adopt does the same.
 //	ddl      -dialect D
 //	         prints the idempotent DDL of entflake's tables and the counter's
 //	         row, for migration files (Atlas versioned migrations).
@@ -39,6 +47,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/url"
 	"os"
 	"sort"
@@ -74,6 +83,7 @@ commands:
   holders  -dialect D -dsn DSN [-all] [-json]          show who holds which worker id
   range    -dialect D -dsn DSN [-set LO-HI|all [-apply]]  show or change the pool's worker range
   widen    -dialect D -dsn DSN [-to C/W/S|-finish|-cancel [-apply]]  widen the worker field online
+  adopt    -dialect D -dsn DSN -tables T1,T2 [-apply]  drop AUTO_INCREMENT/IDENTITY from existing id columns
   ddl      -dialect D                                  print the DDL of entflake's tables
 
 dialects: mysql (MySQL, MariaDB), postgres, sqlite3
@@ -98,6 +108,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = workerRange(rest, stdout, stderr)
 	case "widen":
 		err = widen(rest, stdout, stderr)
+	case "adopt":
+		err = adoptCmd(rest, stdout, stderr)
 	case "ddl":
 		err = ddl(rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
@@ -698,6 +710,71 @@ func open(ctx context.Context, d, dsn string) (*sql.DB, error) {
 		return nil, fmt.Errorf("connect to the %s database of -dsn (driver %s): %w", d, drv, err)
 	}
 	return db, nil
+}
+
+// adoptCmd shows, and with -apply makes, the change of an existing
+// project's id columns (entflake.AdoptTables).
+func adoptCmd(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("entflake adopt", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	d, dsn := dbFlags(fs)
+	tables := fs.String("tables", "", "the tables of the types given the SnowflakeID mixin, comma-separated")
+	epochFlag := fs.String("epoch", entflake.DefaultEpoch.Format(time.RFC3339),
+		"the generator's epoch: RFC 3339 (2024-01-01T00:00:00Z) or Unix milliseconds")
+	apply := fs.Bool("apply", false, "make the change (without it, a dry run says what it would do)")
+	timeout := fs.Duration("timeout", time.Minute, "bound on connecting and the change (a SQLite rebuild copies every row)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected arguments %q", fs.Args())
+	}
+	if err := checkDBFlags(*d, *dsn, *timeout); err != nil {
+		return err
+	}
+	var names []string
+	for _, n := range strings.Split(*tables, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			names = append(names, n)
+		}
+	}
+	if len(names) == 0 {
+		return usagef("-tables is required: the tables of the types given the mixin (users,orders)")
+	}
+	epoch, err := parseEpoch(*epochFlag)
+	if err != nil {
+		return usagef("-epoch %q: %w", *epochFlag, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	db, err := open(ctx, *d, *dsn)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	quiet := slog.New(slog.DiscardHandler) // this command prints what it did
+	a, err := entflake.AdoptTables(ctx, db, *d, names, *apply, entflake.WithEpoch(epoch), entflake.WithLogger(quiet))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "first id the generator issues now: %d\n", a.FirstID)
+	if len(a.Columns) == 0 {
+		fmt.Fprintf(stdout, "nothing to change: no id column of %s numbers rows\n", strings.Join(names, ", "))
+		return nil
+	}
+	for _, c := range a.Columns {
+		fmt.Fprintf(stdout, "%s.%s: %s, largest id %d\n", c.Table, c.Column, c.Numbering, c.MaxID)
+	}
+	fmt.Fprintln(stdout, "statements:")
+	for _, st := range a.Statements {
+		fmt.Fprintf(stdout, "  %s;\n", st)
+	}
+	if a.Applied {
+		fmt.Fprintln(stdout, "adopted: an INSERT without an id now fails on these tables")
+	} else {
+		fmt.Fprintln(stdout, "dry run: -apply makes the change")
+	}
+	return nil
 }
 
 // sqlitePath is the file a modernc.org/sqlite DSN names: the DSN itself, or
