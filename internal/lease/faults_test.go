@@ -23,11 +23,15 @@ import (
 // cutProxy relays TCP between the client and a database on loopback. Once
 // armed, it passes on the next client packet that isTarget recognises, lets
 // the server act on it, and then cuts the connection before the server's
-// answer reaches the client: a write that commits, unanswered.
+// answer reaches the client: a write that commits, unanswered. With drop,
+// it cuts the connection instead of passing the packet on: a COMMIT that
+// never arrives, so the server rolls the transaction back when it sees the
+// client gone, and the client has no answer either way.
 type cutProxy struct {
 	ln       net.Listener
 	target   string
 	isTarget func([]byte) bool
+	drop     bool
 	armed    atomic.Bool
 	cuts     atomic.Int32
 }
@@ -84,8 +88,10 @@ func (p *cutProxy) relay(client net.Conn) {
 		if n > 0 {
 			if p.isTarget(buf[:n]) && p.armed.CompareAndSwap(true, false) {
 				toClient.Lock()
-				_, _ = server.Write(buf[:n])
-				time.Sleep(300 * time.Millisecond) // the server commits; its answer is never relayed
+				if !p.drop {
+					_, _ = server.Write(buf[:n])
+					time.Sleep(300 * time.Millisecond) // the server commits; its answer is never relayed
+				}
 				p.cuts.Add(1)
 				client.Close()
 				toClient.Unlock()
@@ -272,6 +278,67 @@ func TestRenewAnswerLost(t *testing.T) {
 		defer via.Close()
 		checkRenewRecovered(t, db.DB, via, dialect.Postgres, slot, p)
 	})
+}
+
+// TestRenewRolledBack: a renewal's COMMIT never reaches the server (the
+// connection is cut as it is sent), which rolls the UPDATE back; the
+// client has no answer, and the slot still reads back as this holder's and
+// live, under the previous renewal's expiry, with the old promise. The
+// renewal must fail: counted as done, it would let the holder issue up to
+// a promise the database never kept, and the next holder of the worker id
+// start below IDs it issued. (The read-back's promise comparison is the
+// line this kills; TestRenewAnswerLost's renewals all commit.)
+func TestRenewRolledBack(t *testing.T) {
+	t.Run("mariadb", func(t *testing.T) {
+		db := dbtest.MySQL(t)
+		slot := take(t, request(db.DB, dialect.MySQL, "svc"))
+		cfg, err := mysql.ParseDSN(db.DSN)
+		require.NoError(t, err)
+		p := newCutProxy(t, cfg.Addr, func(b []byte) bool {
+			return len(b) > 5 && b[4] == 0x03 && bytes.HasPrefix(b[5:], []byte("COMMIT"))
+		})
+		p.drop = true
+		cfg.Addr, cfg.InterpolateParams = p.ln.Addr().String(), true
+		via, err := sql.Open("mysql", cfg.FormatDSN())
+		require.NoError(t, err)
+		defer via.Close()
+		checkRenewRolledBack(t, db.DB, via, dialect.MySQL, slot, p)
+	})
+	t.Run("postgres", func(t *testing.T) {
+		db := dbtest.Postgres(t)
+		slot := take(t, request(db.DB, dialect.Postgres, "svc"))
+		u, err := url.Parse(db.DSN)
+		require.NoError(t, err)
+		p := newCutProxy(t, u.Host, func(b []byte) bool {
+			return len(b) > 5 && b[0] == 'Q' && bytes.HasPrefix(b[5:], []byte("commit"))
+		})
+		p.drop = true
+		u.Host = p.ln.Addr().String()
+		q := u.Query()
+		q.Set("default_query_exec_mode", "simple_protocol")
+		u.RawQuery = q.Encode()
+		via, err := sql.Open("pgx", u.String())
+		require.NoError(t, err)
+		defer via.Close()
+		checkRenewRolledBack(t, db.DB, via, dialect.Postgres, slot, p)
+	})
+}
+
+func checkRenewRolledBack(t *testing.T, direct, via *sql.DB, d string, slot Slot, p *cutProxy) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	// A renewal that commits first: the slot is live, with a promise the
+	// database holds, when the second one's COMMIT is lost.
+	first := slot.Promise + 1000
+	require.NoError(t, Renew(ctx, holding(via, d, slot), 60_000, first))
+	p.armed.Store(true)
+	err := Renew(ctx, holding(via, d, slot), 60_000, first+1000)
+	require.Equal(t, int32(1), p.cuts.Load(), "the proxy cut one COMMIT")
+	require.Error(t, err, "a renewal the server rolled back is no renewal")
+	got := slotOf(t, direct, slot.WorkerID)
+	assert.Equal(t, first, got.promise, "the database kept the first renewal's promise")
+	assert.Equal(t, slot.Fence, got.fence)
 }
 
 func checkRenewRecovered(t *testing.T, direct, via *sql.DB, d string, slot Slot, p *cutProxy) {
