@@ -392,6 +392,18 @@ func (s *session) lockedOnce(ctx context.Context, workerID int64, decide func(ro
 	// A take of the layout the pool widens to is no change of layout
 	// (widen.go): the claim checks the rows it shares IDs with.
 	if from != s.r.Layout && !(pt.widen == s.r.Layout && from == layout) {
+		// Rule 3: whether rows were deleted is read under the locks the
+		// change relies on. countRows above locked nothing: a live holder's
+		// row deleted since would be missing from the look for live slots
+		// of the old layout, and from the floor.
+		count, now, err := s.lockedCount(ctx)
+		if err != nil {
+			return Slot{}, false, err
+		}
+		if s.deficit(&st, &made, count, now) {
+			writeSlots = true
+		}
+		nowMs = now
 		floor, _, err := s.changeLayout(ctx, from, st, nowMs)
 		if errors.Is(err, ErrLayout) {
 			return refuse(err)
@@ -449,8 +461,16 @@ func (s *session) lockedOnce(ctx context.Context, workerID int64, decide func(ro
 		return Slot{}, false, fmt.Errorf("slot %d has no row after the rows were made", workerID)
 	}
 	if wd, ok := parseWidening(m.layoutText); ok {
-		if err := s.crossCheck(ctx, wd, &w, st.until); err != nil {
+		found, err := s.crossCheck(ctx, wd, &w, &st, &made)
+		if err != nil {
 			return Slot{}, false, err
+		}
+		if found {
+			// Rows were found deleted under the cross-check's locks: the
+			// pool records the window, as for a deficit counted above.
+			if err := s.writePoolRows(ctx, made, st, m.layoutText); err != nil {
+				return Slot{}, false, err
+			}
 		}
 	}
 	slot, took, derr := decide(w)
@@ -826,17 +846,17 @@ func (s *session) lockMarkers(ctx context.Context) (markers, error) {
 // every ID the old layouts can have issued, which is all a row of the new
 // layout must start above when the '__layout__' row is known and its copy
 // agrees (a widening's finish, widen.go).
+//
+// The caller has locked every slot row (lockedCount, widenCensus) and
+// counted them under that lock, and st and nowMs are what that count
+// found: a renewal of a row of another layout in flight (its UPDATE done,
+// its COMMIT not) holds the row, and a read that judged the row by its
+// expiry would not wait for it (PostgreSQL's and TiDB's READ COMMITTED
+// lock only the rows that match in the statement's snapshot). Once they
+// are locked, no renewal of theirs can commit before this transaction
+// does, the look for live ones below sees the last that did, and no row
+// can be deleted unseen (rule 3 of statements.go).
 func (s *session) changeLayout(ctx context.Context, old string, st slots, nowMs int64) (floor, above int64, err error) {
-	// Lock every row of another layout, live or not: a renewal of one that
-	// is in flight (its UPDATE done, its COMMIT not) holds the row, and a
-	// read that judged the row by its expiry would not wait for it
-	// (PostgreSQL's and TiDB's READ COMMITTED lock only the rows that match
-	// in the statement's snapshot). Once they are locked, no renewal of
-	// theirs can commit before this transaction does, and the look for
-	// live ones below sees the last that did.
-	if err := s.lockOthers(ctx); err != nil {
-		return 0, 0, err
-	}
 	var (
 		other  int64
 		layout sql.NullString
@@ -1070,23 +1090,43 @@ func (s *session) deficit(st *slots, made *int64, count, nowMs int64) bool {
 	return true
 }
 
-// lockOthers locks every slot row of another layout than the take's (see
-// changeLayout). SQLite needs no lock: the locked take holds its write lock.
-func (s *session) lockOthers(ctx context.Context) error {
-	if s.q.lockOthers == "" {
-		return nil
+// lockedCount locks every slot row and counts them under that lock, then
+// reads the database's clock (rule 3 of statements.go). countRows, which
+// the locked take runs first, locks nothing: a row deleted after it is
+// seen by the locked reads that follow (they find no row) and not by the
+// count, and a decision that rests on "no row was deleted" (a change of
+// layout, a cross-check that finds a row missing) would rest on a fact no
+// longer true when its write lands. Under the lock no row can go until
+// the take commits, and the clock read after it is above every renewal of
+// a row deleted before: the window deficit sets from it covers their
+// promises (the cap). The count is of the rows the locking read returns,
+// not a COUNT of the transaction's snapshot, which MySQL's REPEATABLE
+// READ took at countRows. SQLite needs no lock: the locked take holds the
+// write lock, and countRows is the count.
+func (s *session) lockedCount(ctx context.Context) (count, nowMs int64, err error) {
+	locked := int64(0)
+	if s.q.lockSlots != "" {
+		rows, err := s.x.QueryContext(ctx, s.q.lockSlots)
+		if err != nil {
+			return 0, 0, fmt.Errorf("lock the slots: %w", err)
+		}
+		for rows.Next() {
+			locked++
+		}
+		if err := rows.Close(); err != nil {
+			return 0, 0, fmt.Errorf("lock the slots: %w", err)
+		}
+		if err := rows.Err(); err != nil {
+			return 0, 0, fmt.Errorf("lock the slots: %w", err)
+		}
 	}
-	rows, err := s.x.QueryContext(ctx, s.q.lockOthers, s.r.Layout, s.r.Layout)
-	if err != nil {
-		return fmt.Errorf("lock the slots of other layouts: %w", err)
+	if err := s.x.QueryRowContext(ctx, s.q.countRows).Scan(&count, &nowMs); err != nil {
+		return 0, 0, fmt.Errorf("count the slot rows: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
+	if s.q.lockSlots != "" {
+		count = locked
 	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("lock the slots of other layouts: %w", err)
-	}
-	return nil
+	return count, nowMs, nil
 }
 
 // Deleted says that slot rows were found deleted and made again, or that a

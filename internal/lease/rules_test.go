@@ -312,9 +312,9 @@ const (
 
 // TestLayoutChangeReadsLatestPromises: a layout change (T, 0/11/11) on MySQL runs in a
 // REPEATABLE READ transaction whose snapshot is taken by countRows, before
-// lockOthers. Old holder H (0/10/12, worker 100) renews (raising its
-// promise) and then releases (its last ms above the promise it had at T's
-// snapshot) while T waits before lockOthers. T's liveOther (a locking,
+// it locks the slot rows (lockSlots). Old holder H (0/10/12, worker 100)
+// renews (raising its promise) and then releases (its last ms above the
+// promise it had at T's snapshot) while T waits before lockSlots. T's liveOther (a locking,
 // current read) sees the slot released; its layoutMax (a plain read) sees
 // the old promise; convert overwrites the old row's promise with the stale
 // floor. T's worker 200 (= H's bits) starts at or below H's last ms.
@@ -334,7 +334,7 @@ func TestLayoutChangeReadsLatestPromises(t *testing.T) {
 		hdb, hk := hooked(t, db.Driver, db.DSN)
 		rt := named(request(hdb, b.Dialect, "t"), "t@h@2@2")
 		rt.Explicit, rt.WorkerID, rt.Layout, rt.Workers, rt.TTL, rt.Horizon = true, 200, ruleL1, 2048, 3*time.Second, 2*time.Second
-		ts, release := takeHeld(t, hk, "SELECT worker_id FROM sys_sequence_slot WHERE layout <", rt, "T", "lockOthers")
+		ts, release := takeHeld(t, hk, "SELECT worker_id FROM sys_sequence_slot FOR UPDATE", rt, "T", "lockSlots")
 		defer release()
 		// H renews (the database acknowledges a higher promise), goes on
 		// issuing past p1, and closes.

@@ -27,7 +27,7 @@ import (
 // free when its expires_ms has passed on the database's clock. Uniqueness
 // does not depend on any clock: it rests on promise_ms (see package doc).
 //
-// Two rules hold for every statement here; each closes a class of holes
+// Three rules hold for every statement here; each closes a class of holes
 // that reviews found one by one before (and the chaos suite's statement
 // matrix hunts the class):
 //
@@ -57,6 +57,18 @@ import (
 //     trusted either way: the slot rows, which carry the layout they were
 //     held in, say which layout the pool has, and a take of another is a
 //     change of layout, with its guard.
+//  3. A fact a decision rests on is read inside the transaction that acts
+//     on it, under the locks that keep it true until the write lands, or
+//     re-checked by the write's own compare-and-set; no count or read
+//     taken earlier decides anything later. The locked take's first count
+//     of the slot rows (countRows) locks nothing: it only finds deletions
+//     that happened before it. A change of layout, and a widening's
+//     cross-check that finds a row missing, count the rows again under a
+//     lock on every one of them (lockSlots, lockedCount in pool.go), so
+//     that a live holder's row deleted in between is a deficit (rule 2),
+//     not a row that was never there; a widening's finish and cancel lock
+//     the rows (widenCensus) before they count them (settled). Claims
+//     re-check what they read by their compare-and-set (rule 1).
 
 // sqlText is the text of every statement for one dialect. Fields named like
 // a format take the arguments listed beside them.
@@ -171,9 +183,6 @@ type sqlText struct {
 	// lowest promise of the slots not live (see makeRows in pool.go) and the
 	// database's clock: one statement, so one snapshot.
 	chunkRows string
-	// lockOthers: layout (twice). Locks every slot row of another layout,
-	// live or not ("" on SQLite).
-	lockOthers string
 	// makeRows starts the INSERT of slot rows, none of them held (fence 0,
 	// free); makeRow is one row's values: worker id, promise ms; makeRowsEnd
 	// ends it, skipping rows that exist. A row is made with beats at the
@@ -201,10 +210,12 @@ type sqlText struct {
 	// as liveOther. For a change of the pool's worker range, after
 	// lockSlots.
 	liveAny string
-	// lockSlots locks every slot row ("" on SQLite), as lockOthers does
-	// those of another layout: a renewal in flight, its UPDATE done and its
-	// COMMIT not, holds its row, and the look for live slots that follows
-	// waits for it.
+	// lockSlots locks every slot row ("" on SQLite): a renewal in flight,
+	// its UPDATE done and its COMMIT not, holds its row, and the look for
+	// live slots that follows waits for it; no row can be deleted until the
+	// transaction ends, so the rows it returns are a count that stays true
+	// (lockedCount, rule 3). For a change of layout, a widening's census
+	// and a change of the worker range.
 	lockSlots string
 	// crossRows: first and last worker id. The slot rows of a range, with
 	// their expiry, promise, holder and layout and the database's clock,
@@ -336,7 +347,6 @@ const (
 	chunkRowsFormat   = "SELECT s.worker_id, (SELECT COUNT(*) FROM sys_sequence_slot), " +
 		"(SELECT MIN(promise_ms) FROM sys_sequence_slot WHERE expires_ms < %[1]s), " +
 		"%[1]s FROM (SELECT 1 AS one) AS k LEFT JOIN sys_sequence_slot AS s ON s.worker_id >= %%d AND s.worker_id <= %%d"
-	lockOthersFormat = "SELECT worker_id FROM sys_sequence_slot WHERE layout < ? OR layout > ?%[5]s"
 	lockSlotsFormat  = "SELECT worker_id FROM sys_sequence_slot%[5]s"
 	raiseBelowFormat = "UPDATE sys_sequence_slot SET promise_ms = (SELECT m FROM (SELECT MAX(promise_ms) AS m FROM sys_sequence_slot " +
 		"WHERE worker_id >= %%d) AS t), beats = beats + 1, updated_at = %[2]s WHERE worker_id < %%d AND promise_ms < " +
@@ -375,7 +385,7 @@ func (q *sqlText) shared(nowMs, ts, greatest, shareLock, forUpdate, conflictNoth
 	q.writeMarker, q.countRows, q.chunkRows = f(writeMarkerFormat), f(countRowsFormat), f(chunkRowsFormat)
 	q.liveAny, q.crossRows, q.raiseBelow, q.fenceRange = f(liveAnyFormat), f(crossRowsFormat), f(raiseBelowFormat), f(fenceRangeFormat)
 	if forUpdate != "" {
-		q.lockOthers, q.lockSlots = f(lockOthersFormat), f(lockSlotsFormat)
+		q.lockSlots = f(lockSlotsFormat)
 	}
 	q.makeRows, q.makeRow, q.makeRowsEnd = makeRowsFormat, fmt.Sprintf(makeRowFormat, nowMs, ts), makeRowsEnd
 	q.seedMarkers = fmt.Sprintf(seedMarkersFormat, conflictNothing, ts)

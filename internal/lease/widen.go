@@ -142,21 +142,27 @@ func (s *session) widensTo() bool {
 // widening that share slot w's IDs, inside the locked take: it marks w
 // shared when one of them is live (or w is a worker id of the new layout
 // that the old one's rows still occupy), and raises its floor (w.cross)
-// above their promises, and above until (the pool's deletion window) when
-// one of them has no row: a row deleted while its holder lived leaves
-// nothing to read, and its holder's promise is below until (the cap of
-// claim and renew; pool.go). Their locks keep them so until the take
+// above their promises, and above the pool's deletion window (st.until)
+// when one of them has no row: a row deleted while its holder lived
+// leaves nothing to read, and its holder's promise is below the window
+// (the cap of claim and renew; pool.go). Whether a row is missing because
+// it was deleted is judged under the lock (rule 3 of statements.go): the
+// slot rows are counted again, locked (lockedCount), and fewer than made
+// moves the window to the database's clock plus the longest TTL
+// (deficit), which found reports; a count read before this lock would
+// miss a row deleted since, and the floor would stand on a window that
+// does not cover its holder. Their locks keep them so until the take
 // commits: a renewal of theirs in flight commits first and is seen. And
 // the rows it floors above are fenced (fenceRange): a renewal sent before
 // they expired cannot revive them after this take.
-func (s *session) crossCheck(ctx context.Context, wd widening, w *row, until int64) error {
+func (s *session) crossCheck(ctx context.Context, wd widening, w *row, st *slots, made *int64) (found bool, err error) {
 	var lo, hi int64
 	switch s.r.Layout {
 	case wd.to:
 		if w.workerID < wd.oldWorkers {
 			w.shared = fmt.Sprintf("worker id %d of %q is a row of the old layout's until the pool's widening is finished "+
 				"(entflake widen -finish)", w.workerID, wd.to)
-			return nil
+			return false, nil
 		}
 		lo = w.workerID >> wd.shift
 		hi = lo
@@ -166,14 +172,14 @@ func (s *session) crossCheck(ctx context.Context, wd widening, w *row, until int
 		lo = max(w.workerID<<wd.shift, wd.oldWorkers)
 		hi = w.workerID<<wd.shift + 1<<wd.shift - 1
 		if lo > hi {
-			return nil
+			return false, nil
 		}
 	default:
-		return nil
+		return false, nil
 	}
 	rows, err := s.x.QueryContext(ctx, fmt.Sprintf(s.q.crossRows, lo, hi))
 	if err != nil {
-		return fmt.Errorf("read the slots that share worker id %d's IDs: %w", w.workerID, err)
+		return false, fmt.Errorf("read the slots that share worker id %d's IDs: %w", w.workerID, err)
 	}
 	n := int64(0)
 	for rows.Next() {
@@ -183,7 +189,7 @@ func (s *session) crossCheck(ctx context.Context, wd widening, w *row, until int
 		)
 		if err := rows.Scan(&id, &expires, &promise, &instance, &layout, &now); err != nil {
 			rows.Close()
-			return fmt.Errorf("read the slots that share worker id %d's IDs: %w", w.workerID, err)
+			return false, fmt.Errorf("read the slots that share worker id %d's IDs: %w", w.workerID, err)
 		}
 		n++
 		w.cross = max(w.cross, promise)
@@ -193,18 +199,23 @@ func (s *session) crossCheck(ctx context.Context, wd widening, w *row, until int
 		}
 	}
 	if err := rows.Close(); err != nil {
-		return fmt.Errorf("read the slots that share worker id %d's IDs: %w", w.workerID, err)
+		return false, fmt.Errorf("read the slots that share worker id %d's IDs: %w", w.workerID, err)
 	}
 	if n < hi-lo+1 {
-		w.cross = max(w.cross, until)
+		count, nowMs, err := s.lockedCount(ctx)
+		if err != nil {
+			return false, err
+		}
+		found = s.deficit(st, made, count, nowMs)
+		w.cross = max(w.cross, st.until)
 	}
 	if w.shared != "" || n == 0 {
-		return nil
+		return found, nil
 	}
 	if _, err := s.x.ExecContext(ctx, fmt.Sprintf(s.q.fenceRange, lo, hi)); err != nil {
-		return fmt.Errorf("fence the slots that share worker id %d's IDs: %w", w.workerID, err)
+		return false, fmt.Errorf("fence the slots that share worker id %d's IDs: %w", w.workerID, err)
 	}
-	return nil
+	return found, nil
 }
 
 // widenStep is what a finish (finish true) or a cancel checks before it
