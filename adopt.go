@@ -29,9 +29,20 @@ var (
 	// new ids would not sort above the old ones, and could be one of them.
 	// The error names the table and the id.
 	ErrAdoptIDsAhead = adopt.ErrIDsAhead
-	// ErrAdoptTable is the error of AdoptTables naming a table that is not
-	// there, or whose primary key is not one integer column.
+	// ErrAdoptTable is the error naming a table that is not there, whose
+	// primary key is not one integer column, or (SQLite) that the rebuild
+	// would change in more than its id (triggers, a view that names it,
+	// COLLATE, DEFERRABLE, STRICT).
 	ErrAdoptTable = adopt.ErrTable
+	// ErrAdoptForeignKeys is the error of Schema.Create given Adopt on
+	// SQLite when foreign keys are on inside ent's migration transaction:
+	// the rebuild's DROP TABLE would then delete the rows of ent's M2M join
+	// tables (ON DELETE CASCADE), and the check before the commit, finding
+	// nothing dangling, would let it commit. ent turns them off before its
+	// transaction, on a connection of the pool, which is not always the
+	// transaction's: run the migration on a pool of one connection
+	// (db.SetMaxOpenConns(1)), or adopt with AdoptTables first.
+	ErrAdoptForeignKeys = adopt.ErrForeignKeysOn
 )
 
 // Adopt is the ent migration option that makes the tables of an existing
@@ -95,16 +106,38 @@ func Adopt(opts ...Option) entschema.MigrateOption {
 				}
 				cols := columns(found)
 				d := dialectOf(found)
+				q := entQuerier(conn)
 				first, err := c.firstID()
 				if err != nil {
 					return err
 				}
-				if err := adopt.Check(ctx, entQuerier(conn), d, cols, first); err != nil {
+				if err := adopt.Check(ctx, q, d, cols, first); err != nil {
 					return err
 				}
-				if d == dialect.MySQL {
-					tidb, err := isTiDB(ctx, conn)
+				tidb := false
+				switch d {
+				case dialect.SQLite:
+					if err := adopt.SQLiteRebuildable(ctx, q, cols); err != nil {
+						return err
+					}
+					if writesOnly(conn) {
+						break // WriteTo's: it runs nothing, and its queries go to the pool
+					}
+					on, err := q(ctx, "PRAGMA foreign_keys")
 					if err != nil {
+						return fmt.Errorf("entflake: Adopt: read PRAGMA foreign_keys: %w", err)
+					}
+					if on.Int64 != 0 {
+						return fmt.Errorf("%w: the rebuild would delete the rows that reference the tables; run the "+
+							"migration on a pool of one connection (db.SetMaxOpenConns(1)), or adopt with AdoptTables first",
+							ErrAdoptForeignKeys)
+					}
+				case dialect.Postgres:
+					for _, ch := range plan.Changes {
+						ch.Cmd = adopt.PlainIdentity(ch.Cmd, found)
+					}
+				case dialect.MySQL:
+					if tidb, err = isTiDB(ctx, conn); err != nil {
 						return err
 					}
 					if tidb {
@@ -119,10 +152,32 @@ func Adopt(opts ...Option) entschema.MigrateOption {
 						"an INSERT without an id fails from then on",
 						"table", col.Table, "column", col.Column, "dropped", col.Numbering)
 				}
-				return next.Apply(ctx, conn, plan)
+				err = next.Apply(ctx, conn, plan)
+				if err != nil && tidb {
+					// The plan's own restore did not run: the session, a
+					// connection of the pool, gets the server's default back.
+					if rerr := conn.Exec(context.WithoutCancel(ctx), adopt.TiDBRestore, []any{}, nil); rerr != nil {
+						err = errors.Join(err, fmt.Errorf("entflake: Adopt: %s: %w", adopt.TiDBRestore, rerr))
+					}
+				}
+				return err
 			})
 		})(a)
 	}
+}
+
+// writesOnly reports whether conn, the migration's transaction, is a
+// driver posing as one (dialect.NopTx), as ent's WriteTo gives the plan:
+// it can open transactions itself, which no transaction can. ent's SQLite
+// migration wraps it (schema.SQLiteTx).
+func writesOnly(conn dialect.ExecQuerier) bool {
+	if st, ok := conn.(*entschema.SQLiteTx); ok {
+		conn = st.Tx
+	}
+	_, ok := conn.(interface {
+		Tx(context.Context) (dialect.Tx, error)
+	})
+	return ok
 }
 
 // firstID is the lowest ID a generator with c's epoch issues from now on.
@@ -300,6 +355,24 @@ func adoptTables(ctx context.Context, db *sql.DB, d string, tables []string, app
 	if len(found) == 0 {
 		return out, nil
 	}
+	if d == dialect.SQLite {
+		if err := adopt.SQLiteRebuildable(ctx, q, cols); err != nil {
+			return out, err
+		}
+		// The check after the rebuild must find only what the rebuild
+		// did: rows that already reference missing rows are refused first.
+		var table, parent string
+		var rowid sql.NullInt64
+		var fkid int64
+		switch err := conn.QueryRowContext(ctx, "PRAGMA foreign_key_check").Scan(&table, &rowid, &parent, &fkid); {
+		case errors.Is(err, sql.ErrNoRows):
+		case err != nil:
+			return out, fmt.Errorf("entflake: adopt: PRAGMA foreign_key_check: %w", err)
+		default:
+			return out, fmt.Errorf("%w: a row of %q already references a missing row of %q (PRAGMA foreign_key_check): "+
+				"the rebuild's check would fail on it; fix those rows first", ErrAdoptTable, table, parent)
+		}
+	}
 	// No schema qualifier, as ent's own plans: the statements run in the
 	// connection's schema (a migration file's too).
 	plan, err := drv.PlanChanges(ctx, "adopt", adopt.Merge(nil, found), func(o *atlasmigrate.PlanOptions) {
@@ -313,7 +386,7 @@ func adoptTables(ctx context.Context, db *sql.DB, d string, tables []string, app
 		if d == dialect.SQLite && strings.HasPrefix(ch.Cmd, "PRAGMA foreign_keys") {
 			continue // turned off and on around the transaction, below
 		}
-		stmts = append(stmts, ch.Cmd)
+		stmts = append(stmts, adopt.PlainIdentity(ch.Cmd, found))
 	}
 	tidb := false
 	if d == dialect.MySQL {
@@ -349,21 +422,32 @@ func adoptTables(ctx context.Context, db *sql.DB, d string, tables []string, app
 }
 
 // runAdoption runs the statements on conn, stopping at the first error;
-// what an open transaction did is rolled back, and SQLite's foreign keys
-// are turned on again whatever happened.
+// what an open transaction did is rolled back, SQLite's foreign keys are
+// turned on again and TiDB's session setting restored, whatever happened.
+// On MySQL, MariaDB and TiDB each DDL statement commits by itself: the
+// error says which statements ran, and running the adoption again does
+// the rest (a table already adopted is skipped).
 func runAdoption(ctx context.Context, conn *sql.Conn, d string, stmts []string) (err error) {
-	inTx := false
+	inTx, allowed, ran := false, false, 0
 	defer func() {
 		if err == nil {
 			return
 		}
+		undo := context.WithoutCancel(ctx)
 		if inTx {
-			_, rerr := conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
+			_, rerr := conn.ExecContext(undo, "ROLLBACK")
 			err = errors.Join(err, rerr)
 		}
 		if d == dialect.SQLite {
-			_, ferr := conn.ExecContext(context.WithoutCancel(ctx), "PRAGMA foreign_keys = on")
+			_, ferr := conn.ExecContext(undo, "PRAGMA foreign_keys = on")
 			err = errors.Join(err, ferr)
+		}
+		if allowed {
+			_, terr := conn.ExecContext(undo, adopt.TiDBRestore)
+			err = errors.Join(err, terr)
+		}
+		if d == dialect.MySQL && ran > 0 {
+			err = fmt.Errorf("%w (%d statements before it ran, and committed: running the adoption again does the rest)", err, ran)
 		}
 	}()
 	for _, s := range stmts {
@@ -392,6 +476,12 @@ func runAdoption(ctx context.Context, conn *sql.Conn, d string, stmts []string) 
 			inTx = true
 		case "COMMIT":
 			inTx = false
+		case adopt.TiDBAllow:
+			allowed = true
+		case adopt.TiDBRestore:
+			allowed = false
+		default:
+			ran++
 		}
 	}
 	return nil

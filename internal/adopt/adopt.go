@@ -38,6 +38,7 @@ const (
 	AutoIncrement = "AUTO_INCREMENT"                              // MySQL, MariaDB, TiDB
 	Identity      = "IDENTITY"                                    // PostgreSQL
 	Serial        = "serial (a DEFAULT nextval of its sequence)"  // PostgreSQL, before IDENTITY
+	Default       = "a DEFAULT"                                   // any dialect: a sequence's next value, an expression
 	Rowid         = "INTEGER PRIMARY KEY (an alias of the rowid)" // SQLite
 )
 
@@ -92,6 +93,12 @@ func numbering(t *atlas.Table, c *atlas.Column, onSQLite bool) string {
 	// not in a WITHOUT ROWID table.
 	if onSQLite && soleKey(t, c) && strings.EqualFold(typeName(c), "integer") && !has[*sqlite.WithoutRowID](t.Attrs) {
 		return Rowid
+	}
+	// A default numbers rows too when it is a sequence's next value (a
+	// PostgreSQL sequence Atlas does not take for the column's serial,
+	// MariaDB's NEXT VALUE FOR): any default of the id is dropped.
+	if c.Default != nil {
+		return Default
 	}
 	return ""
 }
@@ -217,6 +224,8 @@ func Merge(changes []atlas.Change, found []Found) []atlas.Change {
 			// SQLite: the rebuild. PostgreSQL's serial: Atlas drops the
 			// default and the sequence the column owned.
 			mc.Change = kind | atlas.ChangeType
+		case Default:
+			mc.Change = kind | atlas.ChangeDefault
 		default:
 			mc.Change = kind | atlas.ChangeAttr
 		}
@@ -247,7 +256,7 @@ func Strip(current *atlas.Schema, tables []string) ([]Found, error) {
 			continue
 		}
 		tc := *cc
-		tc.Attrs = without(cc.Attrs)
+		tc.Attrs, tc.Default = without(cc.Attrs), nil
 		switch st, _ := cc.Type.Type.(*postgres.SerialType); {
 		case n == Rowid:
 			tc.Type = &atlas.ColumnType{Type: &atlas.IntegerType{T: "bigint"}, Raw: "bigint"}
@@ -289,6 +298,70 @@ func without(attrs []atlas.Attr) []atlas.Attr {
 	return out
 }
 
+// PlainIdentity returns cmd, a statement Atlas planned, as a plain
+// "ALTER TABLE t ALTER COLUMN id DROP IDENTITY IF EXISTS" when it is the
+// change Merge made for a found column whose type stays (the DROP
+// IDENTITY carried in a same-type TYPE change): the type change, although
+// it rewrites nothing, is refused on a column that a view uses or that is
+// part of a partition key, where the plain statement is not. A statement
+// with more to it (the type changes too, or ent changes more of the
+// column) is returned as it is.
+func PlainIdentity(cmd string, found []Found) string {
+	for _, f := range found {
+		if f.Numbering != Identity {
+			continue
+		}
+		from, err1 := postgres.FormatType(f.FromC.Type.Type)
+		to, err2 := postgres.FormatType(f.ToC.Type.Type)
+		if err1 != nil || err2 != nil || from != to {
+			continue
+		}
+		id := Quote(dialect.Postgres, f.ToC.Name)
+		carried := " ALTER COLUMN " + id + " TYPE " + to + " USING " + id + ", ALTER COLUMN " + id + " DROP IDENTITY IF EXISTS"
+		if table, ok := strings.CutSuffix(cmd, carried); ok && strings.HasPrefix(table, "ALTER TABLE ") &&
+			strings.HasSuffix(table, Quote(dialect.Postgres, f.Table)) {
+			return table + " ALTER COLUMN " + id + " DROP IDENTITY IF EXISTS"
+		}
+	}
+	return cmd
+}
+
+// SQLiteRebuildable refuses, naming the table and why, a SQLite table that
+// the rebuild would change in more than its id: the rebuild makes the
+// table again from what Atlas's inspection reads of it, which has no
+// triggers (they are dropped with the table), no COLLATE of a column (a
+// unique NOCASE column would then take 'A' beside 'a'), no DEFERRABLE of
+// a foreign key and no STRICT; and a view that names the table stops the
+// DROP TABLE. ent makes none of these; such a table is changed by hand
+// (docs/ent.md, "Adopting in an existing project").
+func SQLiteRebuildable(ctx context.Context, q Querier, cols []Column) error {
+	for _, c := range cols {
+		if c.Numbering != Rowid {
+			continue
+		}
+		name := "'" + strings.ReplaceAll(c.Table, "'", "''") + "'"
+		for _, check := range []struct{ what, query string }{
+			{"it has triggers, which the rebuild would drop",
+				"SELECT COUNT(*) FROM sqlite_master WHERE type = 'trigger' AND tbl_name = " + name},
+			{"a view names it, which stops the rebuild's DROP TABLE",
+				"SELECT COUNT(*) FROM sqlite_master WHERE type = 'view' AND instr(lower(sql), lower(" + name + ")) > 0"},
+			{"its CREATE TABLE has COLLATE, DEFERRABLE or STRICT, which the rebuild would not keep",
+				"SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = " + name +
+					" AND (instr(upper(sql), 'COLLATE') > 0 OR instr(upper(sql), 'DEFERRABLE') > 0 OR instr(upper(sql), 'STRICT') > 0)"},
+		} {
+			n, err := q(ctx, check.query)
+			if err != nil {
+				return fmt.Errorf("entflake: adopt: read the schema of %q: %w", c.Table, err)
+			}
+			if n.Int64 > 0 {
+				return fmt.Errorf("%w: table %q: %s: change its id by hand (docs/ent.md, \"Adopting in an existing project\")",
+					ErrTable, c.Table, check.what)
+			}
+		}
+	}
+	return nil
+}
+
 // ErrTable: a table named for adoption is missing or has no single integer
 // primary key.
 var ErrTable = errors.New("entflake: adopt")
@@ -296,6 +369,15 @@ var ErrTable = errors.New("entflake: adopt")
 // ErrIDsAhead: a table to adopt already holds an id at or above the first
 // one the generator can issue.
 var ErrIDsAhead = errors.New("entflake: adopt: a table holds ids the generator can issue")
+
+// ErrForeignKeysOn: on SQLite, foreign keys are on inside the migration's
+// transaction, where the rebuild's DROP TABLE would fire the ON DELETE
+// actions of the tables that reference the table (ent's M2M join tables
+// cascade) and PRAGMA foreign_keys cannot turn them off. ent's SQLite
+// migration turns them off before its transaction, on a connection of the
+// pool: with more than one connection open, the transaction may be on
+// another.
+var ErrForeignKeysOn = errors.New("entflake: adopt: foreign keys are on inside the migration's transaction (SQLite)")
 
 // Querier runs a query that answers one integer (NULL: Valid false).
 type Querier func(ctx context.Context, query string) (sql.NullInt64, error)

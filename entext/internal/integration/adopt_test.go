@@ -152,6 +152,13 @@ func TestAdoptExisting(t *testing.T) {
 		}
 		for _, line := range strings.Split(plan.String(), "\n") {
 			if strings.Contains(line, "ALTER TABLE") || strings.Contains(line, "INSERT INTO `new_") {
+				if b.Dialect == dialect.Postgres {
+					// The file carries the DROP IDENTITY in a same-type
+					// change (Atlas plans no DROP IDENTITY); Create runs the
+					// plain statement.
+					line = strings.Replace(line, `ALTER COLUMN "id" DROP IDENTITY`,
+						`ALTER COLUMN "id" TYPE bigint USING "id", ALTER COLUMN "id" DROP IDENTITY`, 1)
+				}
 				assert.Contains(t, file.String(), strings.TrimSuffix(line, ";"), "the migration file")
 			}
 		}
