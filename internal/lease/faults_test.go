@@ -36,11 +36,11 @@ type cutProxy struct {
 	cuts     atomic.Int32
 }
 
-func newCutProxy(t *testing.T, target string, isTarget func([]byte) bool) *cutProxy {
+func newCutProxy(t *testing.T, target string, drop bool, isTarget func([]byte) bool) *cutProxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	p := &cutProxy{ln: ln, target: target, isTarget: isTarget}
+	p := &cutProxy{ln: ln, target: target, isTarget: isTarget, drop: drop}
 	t.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
@@ -127,39 +127,14 @@ func TestClaimAnswerLost(t *testing.T) {
 		{"claim", claimText, claimText, true},
 		{"locked commit", "COMMIT", "commit", false},
 	} {
-		t.Run("mariadb/"+c.name, func(t *testing.T) {
-			db := dbtest.MySQL(t)
-			prepare(t, db.DB, dialect.MySQL, c.setUp)
-			cfg, err := mysql.ParseDSN(db.DSN)
-			require.NoError(t, err)
-			// A COM_QUERY packet (0x03) carrying the statement.
-			p := newCutProxy(t, cfg.Addr, func(b []byte) bool {
-				return len(b) > 5 && b[4] == 0x03 && bytes.HasPrefix(b[5:], []byte(c.mysqlText))
+		for _, b := range serverBackends {
+			t.Run(b.Name+"/"+c.name, func(t *testing.T) {
+				db := b.Fresh(t)
+				prepare(t, db.DB, b.Dialect, c.setUp)
+				via, p := viaCut(t, db, c.mysqlText, c.pgText, false)
+				checkRecovered(t, db.DB, via, b.Dialect, p)
 			})
-			cfg.Addr, cfg.InterpolateParams = p.ln.Addr().String(), true
-			via, err := sql.Open("mysql", cfg.FormatDSN())
-			require.NoError(t, err)
-			defer via.Close()
-			checkRecovered(t, db.DB, via, dialect.MySQL, p)
-		})
-		t.Run("postgres/"+c.name, func(t *testing.T) {
-			db := dbtest.Postgres(t)
-			prepare(t, db.DB, dialect.Postgres, c.setUp)
-			u, err := url.Parse(db.DSN)
-			require.NoError(t, err)
-			// A simple Query message ('Q') carrying the statement.
-			p := newCutProxy(t, u.Host, func(b []byte) bool {
-				return len(b) > 5 && b[0] == 'Q' && bytes.HasPrefix(b[5:], []byte(c.pgText))
-			})
-			u.Host = p.ln.Addr().String()
-			q := u.Query()
-			q.Set("default_query_exec_mode", "simple_protocol")
-			u.RawQuery = q.Encode()
-			via, err := sql.Open("pgx", u.String())
-			require.NoError(t, err)
-			defer via.Close()
-			checkRecovered(t, db.DB, via, dialect.Postgres, p)
-		})
+		}
 	}
 }
 
@@ -247,37 +222,14 @@ func TestLeaseConnectionKilled(t *testing.T) {
 // and the promise it asked for: otherwise the holder would stay fenced
 // while its slot stays live, blocking the worker id for everyone.
 func TestRenewAnswerLost(t *testing.T) {
-	t.Run("mariadb", func(t *testing.T) {
-		db := dbtest.MySQL(t)
-		slot := take(t, request(db.DB, dialect.MySQL, "svc"))
-		cfg, err := mysql.ParseDSN(db.DSN)
-		require.NoError(t, err)
-		p := newCutProxy(t, cfg.Addr, func(b []byte) bool {
-			return len(b) > 5 && b[4] == 0x03 && bytes.HasPrefix(b[5:], []byte("COMMIT"))
+	for _, b := range serverBackends {
+		t.Run(b.Name, func(t *testing.T) {
+			db := b.Fresh(t)
+			slot := take(t, request(db.DB, b.Dialect, "svc"))
+			via, p := viaCut(t, db, "COMMIT", "commit", false)
+			checkRenewRecovered(t, db.DB, via, b.Dialect, slot, p)
 		})
-		cfg.Addr, cfg.InterpolateParams = p.ln.Addr().String(), true
-		via, err := sql.Open("mysql", cfg.FormatDSN())
-		require.NoError(t, err)
-		defer via.Close()
-		checkRenewRecovered(t, db.DB, via, dialect.MySQL, slot, p)
-	})
-	t.Run("postgres", func(t *testing.T) {
-		db := dbtest.Postgres(t)
-		slot := take(t, request(db.DB, dialect.Postgres, "svc"))
-		u, err := url.Parse(db.DSN)
-		require.NoError(t, err)
-		p := newCutProxy(t, u.Host, func(b []byte) bool {
-			return len(b) > 5 && b[0] == 'Q' && bytes.HasPrefix(b[5:], []byte("commit"))
-		})
-		u.Host = p.ln.Addr().String()
-		q := u.Query()
-		q.Set("default_query_exec_mode", "simple_protocol")
-		u.RawQuery = q.Encode()
-		via, err := sql.Open("pgx", u.String())
-		require.NoError(t, err)
-		defer via.Close()
-		checkRenewRecovered(t, db.DB, via, dialect.Postgres, slot, p)
-	})
+	}
 }
 
 // TestRenewRolledBack: a renewal's COMMIT never reaches the server (the
@@ -289,40 +241,58 @@ func TestRenewAnswerLost(t *testing.T) {
 // start below IDs it issued. (The read-back's promise comparison is the
 // line this kills; TestRenewAnswerLost's renewals all commit.)
 func TestRenewRolledBack(t *testing.T) {
-	t.Run("mariadb", func(t *testing.T) {
-		db := dbtest.MySQL(t)
-		slot := take(t, request(db.DB, dialect.MySQL, "svc"))
+	for _, b := range serverBackends {
+		t.Run(b.Name, func(t *testing.T) {
+			db := b.Fresh(t)
+			slot := take(t, request(db.DB, b.Dialect, "svc"))
+			via, p := viaCut(t, db, "COMMIT", "commit", true)
+			checkRenewRolledBack(t, db.DB, via, b.Dialect, slot, p)
+		})
+	}
+}
+
+// viaCut opens a pool to db (MariaDB or PostgreSQL) through a cutProxy
+// that breaks the connection at the first statement it sees that starts
+// with mysqlText (a COM_QUERY packet, 0x03) or pgText (a simple Query
+// message, 'Q'): after passing it on to the server (it acts, its answer is
+// lost), or, with drop, instead of passing it on (a COMMIT that never
+// arrives: the server rolls the transaction back).
+func viaCut(t *testing.T, db *dbtest.DB, mysqlText, pgText string, drop bool) (*sql.DB, *cutProxy) {
+	t.Helper()
+	var (
+		p   *cutProxy
+		dsn string
+	)
+	switch db.Driver {
+	case "mysql":
 		cfg, err := mysql.ParseDSN(db.DSN)
 		require.NoError(t, err)
-		p := newCutProxy(t, cfg.Addr, func(b []byte) bool {
-			return len(b) > 5 && b[4] == 0x03 && bytes.HasPrefix(b[5:], []byte("COMMIT"))
+		p = newCutProxy(t, cfg.Addr, drop, func(b []byte) bool {
+			return len(b) > 5 && b[4] == 0x03 && bytes.HasPrefix(b[5:], []byte(mysqlText))
 		})
-		p.drop = true
 		cfg.Addr, cfg.InterpolateParams = p.ln.Addr().String(), true
-		via, err := sql.Open("mysql", cfg.FormatDSN())
-		require.NoError(t, err)
-		defer via.Close()
-		checkRenewRolledBack(t, db.DB, via, dialect.MySQL, slot, p)
-	})
-	t.Run("postgres", func(t *testing.T) {
-		db := dbtest.Postgres(t)
-		slot := take(t, request(db.DB, dialect.Postgres, "svc"))
+		dsn = cfg.FormatDSN()
+	default:
 		u, err := url.Parse(db.DSN)
 		require.NoError(t, err)
-		p := newCutProxy(t, u.Host, func(b []byte) bool {
-			return len(b) > 5 && b[0] == 'Q' && bytes.HasPrefix(b[5:], []byte("commit"))
+		p = newCutProxy(t, u.Host, drop, func(b []byte) bool {
+			return len(b) > 5 && b[0] == 'Q' && bytes.HasPrefix(b[5:], []byte(pgText))
 		})
-		p.drop = true
 		u.Host = p.ln.Addr().String()
 		q := u.Query()
 		q.Set("default_query_exec_mode", "simple_protocol")
 		u.RawQuery = q.Encode()
-		via, err := sql.Open("pgx", u.String())
-		require.NoError(t, err)
-		defer via.Close()
-		checkRenewRolledBack(t, db.DB, via, dialect.Postgres, slot, p)
-	})
+		dsn = u.String()
+	}
+	via, err := sql.Open(db.Driver, dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() { via.Close() })
+	return via, p
 }
+
+// serverBackends are MariaDB and PostgreSQL: the databases a proxy can
+// stand in front of.
+var serverBackends = dbtest.Backends[:2]
 
 func checkRenewRolledBack(t *testing.T, direct, via *sql.DB, d string, slot Slot, p *cutProxy) {
 	t.Helper()
