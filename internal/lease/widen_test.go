@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"entgo.io/ent/dialect"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -20,6 +21,30 @@ const wideLayout = "0/12/10 2024-01-01T00:00:00.000Z"
 
 // holder is a request of layout l (testLayout or wideLayout), explicit
 // when id >= 0.
+// settle waits, on TiDB, for the background commit of the secondary keys
+// of the transaction a widening just committed, before a test writes one
+// of its rows from outside the lease. Seen with the embedded store
+// (unistore) that tidb/run starts: client-go commits the secondaries in
+// the background after the primary; a write that meets one first resolves
+// that key alone (its lock says txnSize 0), the background commit of its
+// batch then fails ("2PC failed commit key after primary key committed":
+// the store's commit of a key so resolved finds neither lock nor record),
+// and the batch's other keys, locked FOR UPDATE and not written, stay
+// locked. Plain reads skip such locks; a later locking read waits about a
+// second for each (the census's and lockedCount's lock of every row: some 17
+// minutes for 1,023), which is what failed TestWidenFinishSeesDeletion and
+// TestWidenFencesWhatItFloors under load (3 runs of 30; the log's lock
+// waits named keys of committed transactions, one key a second). The
+// lease itself has no such pause: its statements are what the tests
+// check. Whether a TiKV cluster leaves such locks is not known here (none
+// runs here); docs/databases.md says what TiDB is tested on.
+func settle(t *testing.T, b dbtest.Backend) {
+	t.Helper()
+	if b.Dialect == dialect.MySQL && dbtest.TiDB(t) {
+		time.Sleep(time.Second)
+	}
+}
+
 func holder(db *sql.DB, d, instance, layout string, id int64) Request {
 	r := request(db, d, "widen")
 	r.Instance, r.Layout = instance, layout
@@ -189,6 +214,7 @@ func TestWidenCancel(t *testing.T) {
 		take(t, holder(db.DB, b.Dialect, "a@h@1@1", testLayout, 700))
 		_, err := Widen(ctx, db.DB, b.Dialect, wideLayout, true)
 		require.NoError(t, err)
+		settle(t, b)
 		nr := holder(db.DB, b.Dialect, "n@h@1@1", wideLayout, -1)
 		ns := take(t, nr)
 		_, err = CancelWiden(ctx, db.DB, b.Dialect, true)
@@ -208,6 +234,7 @@ func TestWidenCancel(t *testing.T) {
 		// which after the cancel no take reads from the new row.
 		_, err = Widen(ctx, db.DB, b.Dialect, wideLayout, true)
 		require.NoError(t, err)
+		settle(t, b)
 		vr := holder(db.DB, b.Dialect, "v@h@1@1", wideLayout, 4*300+3)
 		vs := take(t, vr)
 		last := time.Now().Add(2 * time.Second).UnixMilli()
@@ -247,6 +274,7 @@ func TestWidenTo4096(t *testing.T) {
 		}
 		_, err := Widen(ctx, db.DB, b.Dialect, "0/12/10", true)
 		require.NoError(t, err)
+		settle(t, b)
 		held := map[int64]bool{}
 		for i := range 8 {
 			s := take(t, long(holder(db.DB, b.Dialect, fmt.Sprintf("early%d@h@1@1", i), wideLayout, -1)))
@@ -317,11 +345,13 @@ func TestWidenRowDeleted(t *testing.T) {
 				held = take(t, holder(db.DB, b.Dialect, "old300@h@1@1", testLayout, 300))
 				_, err := Widen(ctx, db.DB, b.Dialect, wideLayout, true)
 				require.NoError(t, err)
+				settle(t, b)
 				take(t, holder(db.DB, b.Dialect, "n1500@h@1@1", wideLayout, 1500)) // the new chunk made before the deletion
 			} else {
 				take(t, holder(db.DB, b.Dialect, "old10@h@1@1", testLayout, 10))
 				_, err := Widen(ctx, db.DB, b.Dialect, wideLayout, true)
 				require.NoError(t, err)
+				settle(t, b)
 				held = take(t, holder(db.DB, b.Dialect, "new1200@h@1@1", wideLayout, 1200))
 			}
 			_, err := db.ExecContext(ctx, fmt.Sprintf("DELETE FROM sys_sequence_slot WHERE worker_id = %d", c.deleted))
@@ -357,6 +387,7 @@ func TestWidenFinishSeesDeletion(t *testing.T) {
 		take(t, holder(db.DB, b.Dialect, "old100@h@1@1", testLayout, 100))
 		_, err := Widen(ctx, db.DB, b.Dialect, wideLayout, true)
 		require.NoError(t, err)
+		settle(t, b)
 		_, err = db.ExecContext(ctx, "DELETE FROM sys_sequence_slot WHERE worker_id = 100")
 		require.NoError(t, err)
 		_, err = FinishWiden(ctx, db.DB, b.Dialect, true)
@@ -378,6 +409,7 @@ func TestWidenEditedAway(t *testing.T) {
 		take(t, holder(db.DB, b.Dialect, "old10@h@1@1", testLayout, 10))
 		_, err := Widen(ctx, db.DB, b.Dialect, wideLayout, true)
 		require.NoError(t, err)
+		settle(t, b)
 		take(t, holder(db.DB, b.Dialect, "new1200@h@1@1", wideLayout, 1200))
 		_, err = db.ExecContext(ctx, dbtest.Rebind(b.Dialect, "UPDATE sys_sequence SET instance = ? WHERE service_name = '__layout__'"), testLayout)
 		require.NoError(t, err)
@@ -407,6 +439,7 @@ func TestWidenManyBits(t *testing.T) {
 		take(t, mk("old3@h@1@1", from, 4, 3))
 		_, err := Widen(ctx, db.DB, b.Dialect, to, true)
 		require.NoError(t, err)
+		settle(t, b)
 		take(t, mk("new5@h@1@1", to, 32, 5)) // 5>>3 == 0: IDs of old worker 0
 		_, err = tryTake(mk("old0@h@1@1", from, 4, 0))
 		require.ErrorIs(t, err, ErrHeld)
@@ -432,6 +465,7 @@ func TestWidenFencesWhatItFloors(t *testing.T) {
 		take(t, or)
 		_, err := Widen(ctx, db.DB, b.Dialect, wideLayout, true)
 		require.NoError(t, err)
+		settle(t, b)
 		_, err = db.ExecContext(ctx, "UPDATE sys_sequence_slot SET expires_ms = 1, promise_ms = 1 WHERE worker_id = 300") // expired, long ago
 		require.NoError(t, err)
 		before := fence(300)
