@@ -20,8 +20,8 @@ import (
 )
 
 // openSetting opens a generator on dsn with a lease timeout of timeout, and
-// returns its error and how long Open took.
-func openSetting(t *testing.T, driver, dialectName, dsn string, timeout time.Duration, opts ...Option) (*Generator, error, time.Duration) {
+// returns how long Open took and its error.
+func openSetting(t *testing.T, driver, dialectName, dsn string, timeout time.Duration, opts ...Option) (*Generator, time.Duration, error) {
 	t.Helper()
 	db, err := sql.Open(driver, dsn)
 	require.NoError(t, err)
@@ -31,7 +31,7 @@ func openSetting(t *testing.T, driver, dialectName, dsn string, timeout time.Dur
 	if g != nil {
 		t.Cleanup(func() { _ = g.Close() })
 	}
-	return g, err, time.Since(start)
+	return g, time.Since(start), err
 }
 
 // mysqlUser makes a MySQL user of that name and password, from any host,
@@ -78,35 +78,35 @@ func TestSettingErrors(t *testing.T) {
 	t.Run("mariadb", func(t *testing.T) {
 		admin := dbtest.MySQLAdmin(t)
 		missing := dbtest.UniqueName()
-		g, err, _ := openSetting(t, "mysql", dialect.MySQL, dbtest.MySQLDSN(t, "", missing), timeout)
+		g, _, err := openSetting(t, "mysql", dialect.MySQL, dbtest.MySQLDSN(t, "", missing), timeout)
 		requireSetting(t, g, err, "the database does not exist")
 		assert.ErrorContains(t, err, "1049")
-		g, err, _ = openSetting(t, "mysql", dialect.MySQL, dbtest.MySQLDSN(t, "", missing), timeout, WithWorkerID(3))
+		g, _, err = openSetting(t, "mysql", dialect.MySQL, dbtest.MySQLDSN(t, "", missing), timeout, WithWorkerID(3))
 		requireSetting(t, g, err, "the database does not exist")
 
 		db := dbtest.MySQL(t)
 		user := dbtest.UniqueName()
 		mysqlUser(t, admin, user, "right")
 		wrong := dbtest.MySQLDSN(t, user, db.Name) // an empty password
-		g, err, _ = openSetting(t, "mysql", dialect.MySQL, wrong, timeout)
+		g, _, err = openSetting(t, "mysql", dialect.MySQL, wrong, timeout)
 		requireSetting(t, g, err, "authentication failed")
 		assert.ErrorContains(t, err, "1045")
 
 		_, err = admin.Exec(fmt.Sprintf("ALTER USER '%s'@'%%' IDENTIFIED BY ''", user))
 		require.NoError(t, err)
-		g, err, _ = openSetting(t, "mysql", dialect.MySQL, wrong, timeout)
+		g, _, err = openSetting(t, "mysql", dialect.MySQL, wrong, timeout)
 		requireSetting(t, g, err, "access denied")
 		assert.ErrorContains(t, err, "1044")
 	})
 	t.Run("postgres", func(t *testing.T) {
 		admin := dbtest.PostgresAdmin(t)
-		g, err, _ := openSetting(t, "pgx", dialect.Postgres, dbtest.PostgresDSN(t, "", dbtest.UniqueName()), timeout)
+		g, _, err := openSetting(t, "pgx", dialect.Postgres, dbtest.PostgresDSN(t, "", dbtest.UniqueName()), timeout)
 		requireSetting(t, g, err, "the database does not exist")
 		assert.ErrorContains(t, err, "3D000")
 
 		db := dbtest.Postgres(t)
 		role := dbtest.UniqueName()
-		g, err, _ = openSetting(t, "pgx", dialect.Postgres, dbtest.PostgresDSN(t, role, db.Name), timeout)
+		g, _, err = openSetting(t, "pgx", dialect.Postgres, dbtest.PostgresDSN(t, role, db.Name), timeout)
 		requireSetting(t, g, err, "the role cannot log in")
 		assert.ErrorContains(t, err, "28000")
 
@@ -115,24 +115,24 @@ func TestSettingErrors(t *testing.T) {
 		pgRole(t, admin, role)
 		_, err = db.Exec(`REVOKE CREATE ON SCHEMA public FROM PUBLIC`)
 		require.NoError(t, err)
-		g, err, _ = openSetting(t, "pgx", dialect.Postgres, dbtest.PostgresDSN(t, role, db.Name), timeout)
+		g, _, err = openSetting(t, "pgx", dialect.Postgres, dbtest.PostgresDSN(t, role, db.Name), timeout)
 		requireSetting(t, g, err, "access denied")
 		assert.ErrorContains(t, err, "42501")
 
 		// A DSN pgx cannot parse is returned at once, not after the lease
 		// timeout (30 s here; a generous bound).
-		g, err, took := openSetting(t, "pgx", dialect.Postgres, "postgres://root@127.0.0.1:5432/test?sslmode=bogus", 30*time.Second)
+		g, took, err := openSetting(t, "pgx", dialect.Postgres, "postgres://root@127.0.0.1:5432/test?sslmode=bogus", 30*time.Second)
 		requireSetting(t, g, err, "the PostgreSQL DSN cannot be parsed")
 		assert.Less(t, took, 15*time.Second, "returned at once")
 	})
 	t.Run("sqlite", func(t *testing.T) {
 		dbtest.Selected(t, "sqlite")
 		dir := t.TempDir()
-		g, err, _ := openSetting(t, "sqlite", dialect.SQLite, dbtest.SQLiteDSN(filepath.Join(dir, "no", "such", "dir", "x.db")), timeout)
+		g, _, err := openSetting(t, "sqlite", dialect.SQLite, dbtest.SQLiteDSN(filepath.Join(dir, "no", "such", "dir", "x.db")), timeout)
 		requireSetting(t, g, err, "the SQLite file cannot be opened")
 		junk := filepath.Join(dir, "junk.db")
 		require.NoError(t, os.WriteFile(junk, []byte("this is no database, only some text that is long enough to be read as a header"), 0o644))
-		g, err, _ = openSetting(t, "sqlite", dialect.SQLite, dbtest.SQLiteDSN(junk), timeout)
+		g, _, err = openSetting(t, "sqlite", dialect.SQLite, dbtest.SQLiteDSN(junk), timeout)
 		requireSetting(t, g, err, "not an SQLite database")
 	})
 }
@@ -150,7 +150,7 @@ func TestSettingFixedInTime(t *testing.T) {
 			time.Sleep(300 * time.Millisecond)
 			_, _ = admin.Exec("CREATE DATABASE " + name)
 		}()
-		g, err, _ := openSetting(t, "mysql", dialect.MySQL, dbtest.MySQLDSN(t, "", name), 20*time.Second)
+		g, _, err := openSetting(t, "mysql", dialect.MySQL, dbtest.MySQLDSN(t, "", name), 20*time.Second)
 		require.NoError(t, err)
 		assert.Equal(t, SourceLease, g.Source())
 	})
@@ -165,7 +165,7 @@ func TestSettingFixedInTime(t *testing.T) {
 			time.Sleep(300 * time.Millisecond)
 			_, _ = db.Exec(fmt.Sprintf(`GRANT CREATE ON SCHEMA public TO %q`, role))
 		}()
-		g, err, _ := openSetting(t, "pgx", dialect.Postgres, dbtest.PostgresDSN(t, role, db.Name), 20*time.Second)
+		g, _, err := openSetting(t, "pgx", dialect.Postgres, dbtest.PostgresDSN(t, role, db.Name), 20*time.Second)
 		require.NoError(t, err)
 		assert.Equal(t, SourceLease, g.Source())
 	})
@@ -202,7 +202,7 @@ func TestDSNTypos(t *testing.T) {
 		} {
 			t.Run(c.name+"/"+name, func(t *testing.T) {
 				sink, logger := newSink()
-				g, err, took := openSetting(t, c.driver, c.dialect, c.dsn, timeout, append(opts, logger)...)
+				g, took, err := openSetting(t, c.driver, c.dialect, c.dsn, timeout, append(opts, logger)...)
 				requireSetting(t, g, err, c.fix)
 				assert.NotErrorIs(t, err, ErrNoLease)
 				if c.code != "" {

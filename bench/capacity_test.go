@@ -173,7 +173,6 @@ func (h *capHolder) beat(ctx context.Context, rec *renewals, took time.Time) {
 		start := time.Now()
 		if rec.paused.Load() {
 			// The saturation phase renews this holder many times over.
-			next = start.Add(capInterval)
 			timer.Reset(capInterval)
 			continue
 		}

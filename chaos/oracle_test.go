@@ -49,7 +49,7 @@ func TestOracleSeesPlantedBreach(t *testing.T) {
 				if time.UnixMilli(s.promise).Before(time.Now()) {
 					mid = killed.Add(time.UnixMilli(s.promise).Sub(killed) / 2)
 				}
-				if !px.setClock(mid.Sub(time.Now()), 5*time.Second) {
+				if !px.setClock(time.Until(mid), 5*time.Second) {
 					t.Fatal("X's clock step was not applied")
 				}
 				sx := r.spec("x", w)

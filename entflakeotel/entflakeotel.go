@@ -140,7 +140,7 @@ func WithAttributes(attrs ...attribute.KeyValue) Option {
 		for _, kv := range attrs {
 			switch {
 			case !kv.Valid():
-				c.errs = append(c.errs, fmt.Errorf("%w: WithAttributes(%q=%q): an empty key", ErrInvalidOption, kv.Key, kv.Value.Emit()))
+				c.errs = append(c.errs, fmt.Errorf("%w: WithAttributes(%q=%q): an empty key", ErrInvalidOption, kv.Key, kv.Value.String()))
 			case kv.Key == ErrorTypeKey || kv.Key == LeaseStateKey || kv.Key == WorkerSourceKey:
 				c.errs = append(c.errs, fmt.Errorf("%w: WithAttributes(%q): Register sets this key itself", ErrInvalidOption, kv.Key))
 			default:

@@ -272,6 +272,7 @@ func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, e
 		if opts.Isolation != driver.IsolationLevel(0) || opts.ReadOnly {
 			return nil, errors.New("holddriver: the driver supports only default transactions")
 		}
+		//lint:ignore SA1019 a wrapper passes through to a driver that has only the pre-Go 1.8 interface
 		ti, err = c.inner.Begin() // the driver has nothing else
 	}
 	if err != nil {
@@ -408,6 +409,7 @@ func stmtExec(ctx context.Context, s driver.Stmt, args []driver.NamedValue) (dri
 	if err != nil {
 		return nil, err
 	}
+	//lint:ignore SA1019 a wrapper passes through to a driver that has only the pre-Go 1.8 interface
 	return s.Exec(vals) // the driver has nothing else
 }
 
@@ -419,6 +421,7 @@ func stmtQuery(ctx context.Context, s driver.Stmt, args []driver.NamedValue) (dr
 	if err != nil {
 		return nil, err
 	}
+	//lint:ignore SA1019 a wrapper passes through to a driver that has only the pre-Go 1.8 interface
 	return s.Query(vals) // the driver has nothing else
 }
 

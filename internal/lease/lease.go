@@ -276,8 +276,6 @@ func (r *Request) hi() int64 {
 	return r.Hi
 }
 
-func (r *Request) size() int64 { return r.hi() - r.lo() + 1 }
-
 // rangeText is the range as the pool's rows record it: "" for the whole
 // layout, also when given as 0..Workers-1.
 func (r *Request) rangeText() string {
