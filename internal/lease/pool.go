@@ -378,7 +378,7 @@ func (s *session) lockedOnce(ctx context.Context, workerID int64, decide func(ro
 	}
 	from := layout
 	if !knownLayout(st.layout) || st.layout != layout {
-		if from, err = s.poolLayout(ctx, layout, st.layout); err != nil {
+		if from, err = s.poolLayout(ctx, layout, pt.widen, st.layout); err != nil {
 			return Slot{}, false, err
 		}
 		if from == s.r.Layout || !knownLayout(st.layout) {
@@ -513,13 +513,14 @@ func (s *session) lockedOnce(ctx context.Context, workerID int64, decide func(ro
 // earlier epoch floors the new layout higher: the safe one to be wrong
 // with); a '__layout__' of the take's own layout stands when slot rows
 // confirm it or no copy says otherwise; else the copy is taken, and the
-// change guarded.
-func (s *session) poolLayout(ctx context.Context, layout, kept string) (string, error) {
+// change guarded. While the pool widens (widen, the wider layout), rows of
+// its two layouts are the pool's own, and no evidence of another.
+func (s *session) poolLayout(ctx context.Context, layout, widen, kept string) (string, error) {
 	groups, err := s.layoutsSeen(ctx)
 	if err != nil {
 		return "", err
 	}
-	other, mine := s.heldLayouts(groups)
+	other, mine := s.heldLayouts(groups, layout, widen)
 	switch {
 	case other != "":
 		return other, nil
@@ -540,19 +541,44 @@ func (s *session) poolLayout(ctx context.Context, layout, kept string) (string, 
 // heldLayouts is what the slot rows once held say of the pool's layout
 // (rows never held have none): other, the layout other than the take's
 // with the highest promise ("" when none), and mine, whether any row has
-// the take's.
-func (s *session) heldLayouts(groups []layoutGroup) (other string, mine bool) {
+// the take's. When the take's layout is one of a widening's two (from,
+// to), rows of the other one are not another layout's.
+func (s *session) heldLayouts(groups []layoutGroup, from, to string) (other string, mine bool) {
+	pair := to != "" && (s.r.Layout == from || s.r.Layout == to)
 	best := int64(-1)
 	for _, g := range groups {
 		switch {
 		case !knownLayout(g.layout):
 		case g.layout == s.r.Layout:
 			mine = true
+		case pair && (g.layout == from || g.layout == to):
 		case g.maxPromise > best:
 			other, best = g.layout, g.maxPromise
 		}
 	}
 	return other, mine
+}
+
+// heldWidening is the widening the slot rows say the pool is in, when no
+// pool row says so any more: rows held in two layouts of which one widens
+// the other (newWidening). A change of layout moves every row to the new
+// one, and a finish every row to the wider one, so rows of two such
+// layouts are left only by a widening, or by a cancelled one, whose rows
+// of the wider layout keep it: taken as a widening, the safe reading
+// (every take checks the rows of the other layout that share its IDs;
+// rule 2 of statements.go).
+func heldWidening(groups []layoutGroup) (widening, bool) {
+	for _, f := range groups {
+		for _, t := range groups {
+			if !knownLayout(f.layout) || !knownLayout(t.layout) || f.layout == t.layout {
+				continue
+			}
+			if wd, err := newWidening(f.layout, t.layout); err == nil {
+				return wd, true
+			}
+		}
+	}
+	return widening{}, false
 }
 
 // epochOr is layout's epoch, or def when it has none.
@@ -593,11 +619,15 @@ func (s *session) restoreLayout(ctx context.Context, st slots, inUse bool) (stri
 	if err != nil {
 		return "", err
 	}
-	layout := st.layout
+	layout, widen := st.layout, st.widen
 	if !knownLayout(layout) {
-		// Another layout than the take's wins: the change then goes
-		// through the guard of a change.
-		switch other, mine := s.heldLayouts(groups); {
+		// The copy is lost with it: the slot rows say what the pool was.
+		// A widening they show stands. Else another layout than the
+		// take's wins: the change then goes through the guard of a change.
+		wd, widens := heldWidening(groups)
+		switch other, mine := s.heldLayouts(groups, "", ""); {
+		case widens:
+			layout, widen = wd.from, wd.to
 		case other != "":
 			layout = other
 		case mine:
@@ -631,7 +661,7 @@ func (s *session) restoreLayout(ctx context.Context, st slots, inUse bool) (stri
 			return "", fmt.Errorf("floor the slots never held: %w", err)
 		}
 	}
-	return poolText{layout: layout, rng: st.rng, widen: st.widen, floor: floor}.String(), nil
+	return poolText{layout: layout, rng: st.rng, widen: widen, floor: floor}.String(), nil
 }
 
 // ttlCopy is the longest TTL as the '__layout__' row keeps it, in its

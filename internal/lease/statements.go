@@ -56,7 +56,13 @@ import (
 //     the copy unreadable or naming another, so one was edited) is not
 //     trusted either way: the slot rows, which carry the layout they were
 //     held in, say which layout the pool has, and a take of another is a
-//     change of layout, with its guard.
+//     change of layout, with its guard. The pool's rows are a cache of
+//     what the slot rows can say: when both are lost, rows held in two
+//     layouts of which one widens the other say the pool widens
+//     (heldWidening), and every take checks the other layout's rows. A
+//     step that ends state (a cancel, a finish) floors above what was
+//     lost with it: the end of the last deletion window, above every
+//     promise of a row found deleted.
 //  3. A fact a decision rests on is read inside the transaction that acts
 //     on it, under the locks that keep it true until the write lands, or
 //     re-checked by the write's own compare-and-set; no count or read
@@ -235,12 +241,16 @@ type sqlText struct {
 	// above, and its cancel the wider layout's (widen.go), as a change of
 	// layout fences the old layout's (convert).
 	fenceRange string
-	// raiseBelow: a worker id (three times). Raises the promise of every
-	// row below it to the highest promise of the rows from it up, moving
-	// their beats (no claim read before matches): a widening cancelled
-	// (widen.go). The highest promise is read in a derived table, which
-	// MySQL materialises before the update (it refuses a subquery on the
-	// table an UPDATE writes, error 1093, but not on a derived one).
+	// raiseBelow: a worker id (three times, in the text); promise ms
+	// (twice, as arguments). Raises the promise of every row below the
+	// worker id to the highest promise of the rows from it up, or to the
+	// promise ms given if higher (the end of a deletion window: rows lost
+	// from there up had promises below it), moving their beats (no claim
+	// read before matches): a widening cancelled (widen.go). The highest
+	// promise is read in a derived table, which MySQL materialises before
+	// the update (it refuses a subquery on the table an UPDATE writes,
+	// error 1093, but not on a derived one); COALESCE, since MySQL's
+	// GREATEST and SQLite's MAX are NULL when an argument is.
 	raiseBelow string
 	// liveOutside: the range's first and last worker ids. The live slots
 	// outside the range, as holders reads them (for SetRange).
@@ -348,9 +358,9 @@ const (
 		"(SELECT MIN(promise_ms) FROM sys_sequence_slot WHERE expires_ms < %[1]s), " +
 		"%[1]s FROM (SELECT 1 AS one) AS k LEFT JOIN sys_sequence_slot AS s ON s.worker_id >= %%d AND s.worker_id <= %%d"
 	lockSlotsFormat  = "SELECT worker_id FROM sys_sequence_slot%[5]s"
-	raiseBelowFormat = "UPDATE sys_sequence_slot SET promise_ms = (SELECT m FROM (SELECT MAX(promise_ms) AS m FROM sys_sequence_slot " +
-		"WHERE worker_id >= %%d) AS t), beats = beats + 1, updated_at = %[2]s WHERE worker_id < %%d AND promise_ms < " +
-		"(SELECT m FROM (SELECT MAX(promise_ms) AS m FROM sys_sequence_slot WHERE worker_id >= %%d) AS t2)"
+	raiseBelowFormat = "UPDATE sys_sequence_slot SET promise_ms = %[3]s((SELECT m FROM (SELECT COALESCE(MAX(promise_ms), 0) AS m " +
+		"FROM sys_sequence_slot WHERE worker_id >= %%d) AS t), ?), beats = beats + 1, updated_at = %[2]s WHERE worker_id < %%d AND promise_ms < " +
+		"%[3]s((SELECT m FROM (SELECT COALESCE(MAX(promise_ms), 0) AS m FROM sys_sequence_slot WHERE worker_id >= %%d) AS t2), ?)"
 	fenceRangeFormat = "UPDATE sys_sequence_slot SET fence = fence + 1, beats = beats + 1, updated_at = %[2]s " +
 		"WHERE worker_id >= %%d AND worker_id <= %%d AND expires_ms < %[1]s"
 	crossRowsFormat = "SELECT worker_id, expires_ms, promise_ms, instance, layout, %[1]s FROM sys_sequence_slot " +

@@ -389,12 +389,15 @@ func CancelWiden(ctx context.Context, db *sql.DB, dialectName string, apply bool
 		// were under, and after the cancel an old worker id's take no
 		// longer reads their rows (crossCheck): its row takes their
 		// promises (all of them, the highest: a few seconds past the
-		// last new ID at most, and a row's promise only ever rises).
-		if _, err := s.x.ExecContext(ctx, fmt.Sprintf(s.q.raiseBelow, wd.oldWorkers, wd.oldWorkers, wd.oldWorkers)); err != nil {
+		// last new ID at most, and a row's promise only ever rises), and
+		// the end of the last deletion window, above the promises of
+		// rows found deleted, which no row carries any more.
+		st := m.slots()
+		stmt := fmt.Sprintf(s.q.raiseBelow, wd.oldWorkers, wd.oldWorkers, wd.oldWorkers)
+		if _, err := s.x.ExecContext(ctx, stmt, st.until, st.until); err != nil {
 			return false, fmt.Errorf("floor the old layout's rows: %w", err)
 		}
 		p.widen = ""
-		st := m.slots()
 		st.widen = ""
 		return true, s.writePoolRows(ctx, m.made, st, p.String())
 	})

@@ -1,0 +1,122 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/entflake/entflake/internal/dbtest"
+)
+
+// State the pool's rows keep and the slot rows can say again (issue 32,
+// findings 2 and 3): when it is lost, it is derived from what survives,
+// and taken at its worst.
+
+// TestWideningMarkLost (finding 2): old 300 and new 1204 (whose IDs are
+// old 301's) both live while the pool widens, then both pool rows lost
+// (deleted; or '__layout__' deleted and '__slots__' made unreadable). The
+// slot rows still hold both layouts: the pool is taken to widen, and a
+// take of a worker id whose IDs a live slot of the other layout issues is
+// refused, whichever layout asks first, and one whose IDs none issues is
+// taken, in either layout. Before, the first take put one
+// layout back with no widening, and the next starter of that layout
+// claimed a worker id the other layout's live holder was issuing IDs of.
+func TestWideningMarkLost(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		losses := map[string][]string{
+			"both deleted": {"DELETE FROM sys_sequence WHERE service_name IN ('__layout__', '__slots__')"},
+			"layout deleted, slots unreadable": {"DELETE FROM sys_sequence WHERE service_name = '__layout__'",
+				"UPDATE sys_sequence SET instance = NULL WHERE service_name = '__slots__'"},
+		}
+		for name, loss := range losses {
+			for _, oldFirst := range []bool{true, false} {
+				db := b.Fresh(t)
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				take(t, holder(db.DB, b.Dialect, "old300@h@1@1", testLayout, 300))
+				_, err := Widen(ctx, db.DB, b.Dialect, wideLayout, true)
+				require.NoError(t, err)
+				settle(t, b)
+				take(t, holder(db.DB, b.Dialect, "new1204@h@1@1", wideLayout, 1204)) // 1204>>2 == 301
+				for _, stmt := range loss {
+					_, err := db.ExecContext(ctx, stmt)
+					require.NoError(t, err, stmt)
+				}
+				old301 := holder(db.DB, b.Dialect, "old301@h@1@1", testLayout, 301)
+				new1200 := holder(db.DB, b.Dialect, "new1200@h@1@1", wideLayout, 1200) // 1200>>2 == 300
+				order := []Request{old301, new1200}
+				if !oldFirst {
+					order = []Request{new1200, old301}
+				}
+				for _, r := range order {
+					s, err := tryTake(r)
+					require.Error(t, err, "%s, old first %v: %s took worker id %d (floor %d) while the other layout's live slot issues its IDs",
+						name, oldFirst, r.Layout, s.WorkerID, s.Floor)
+					assert.True(t, errIsAny(err, ErrHeld, ErrLayout, ErrFloorAhead), "%s: %v", name, err)
+				}
+				// And the widening goes on: worker ids whose IDs no live slot
+				// of the other layout issues are taken, in either layout.
+				take(t, holder(db.DB, b.Dialect, "old5@h@1@1", testLayout, 5))
+				take(t, holder(db.DB, b.Dialect, "new2000@h@1@1", wideLayout, 2000)) // 2000>>2 == 500
+				layout, slots := poolTexts(t, db.DB)
+				assert.Contains(t, layout, " widen=0/12/10", "%s: the widening put back", name)
+				assert.Contains(t, slots, " widen=0/12/10", "%s: and its copy", name)
+				cancel()
+			}
+		}
+	})
+}
+
+// TestCancelFloorsDeletedRows (finding 3): new 1024 (whose IDs are old
+// 256's) issues, its row is deleted and its holder stops; a take counts
+// the deficit and the window passes; the cancel then floors the old rows
+// above every promise it can know of, the deleted row's holder's
+// included (below the window's end: the cap of claim and renew). Before,
+// it floored them above the new rows left only, row 256 kept its promise
+// of 0, and an old starter whose clock was behind issued the new holder's
+// IDs again.
+func TestCancelFloorsDeletedRows(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		db := b.Fresh(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		short := func(r Request) Request {
+			r.TTL, r.Horizon = 2*time.Second, time.Second
+			return r
+		}
+		take(t, short(holder(db.DB, b.Dialect, "old10@h@1@1", testLayout, 10)))
+		_, err := Widen(ctx, db.DB, b.Dialect, wideLayout, true)
+		require.NoError(t, err)
+		settle(t, b)
+		lost := take(t, short(holder(db.DB, b.Dialect, "new1024@h@1@1", wideLayout, 1024)))
+		_, err = db.ExecContext(ctx, "DELETE FROM sys_sequence_slot WHERE worker_id = 1024")
+		require.NoError(t, err)
+		// A take counts the rows, and finds one missing.
+		_, err = tryTake(short(holder(db.DB, b.Dialect, "old11@h@1@1", testLayout, 11)))
+		if err != nil {
+			require.ErrorIs(t, err, ErrFloorAhead)
+		}
+		// The cancel waits for the window to pass.
+		for {
+			_, err = CancelWiden(ctx, db.DB, b.Dialect, true)
+			if err == nil {
+				break
+			}
+			require.ErrorIs(t, err, ErrWidening)
+			require.NoError(t, ctx.Err(), "the cancel never went through: %v", err)
+			time.Sleep(200 * time.Millisecond)
+		}
+		var promise int64
+		require.NoError(t, db.QueryRowContext(ctx, "SELECT promise_ms FROM sys_sequence_slot WHERE worker_id = 256").Scan(&promise))
+		assert.GreaterOrEqual(t, promise, lost.Promise, "row 256 floored above the deleted new row's holder's promise")
+		s, err := tryTake(short(holder(db.DB, b.Dialect, "old256@h@1@1", testLayout, 256)))
+		if err == nil {
+			assert.Greater(t, s.Floor, lost.Promise, "old 256 starts above the IDs new 1024 issued")
+		} else if !errors.Is(err, ErrFloorAhead) {
+			t.Fatalf("old 256: %v", err)
+		}
+	})
+}
