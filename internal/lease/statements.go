@@ -2,6 +2,7 @@ package lease
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 
 	"entgo.io/ent/dialect"
@@ -685,4 +686,20 @@ func textFor(d string) *sqlText {
 		return &pgText
 	}
 	return &sqliteText
+}
+
+// Statements returns every statement text of dialect d, by its name in
+// sqlText (a format where it takes one: its text before the arguments),
+// for the chaos suite's statement matrix, which must hold every statement
+// the lease sends or say why not (chaos/matrix_test.go). Empty texts (a
+// statement the dialect does not need) are left out.
+func Statements(d string) map[string]string {
+	v := reflect.ValueOf(*textFor(d))
+	out := map[string]string{}
+	for i := range v.NumField() {
+		if f := v.Field(i); f.Kind() == reflect.String && f.String() != "" {
+			out[v.Type().Field(i).Name] = f.String()
+		}
+	}
+	return out
 }
