@@ -634,6 +634,10 @@ func widen(args []string, stdout, stderr io.Writer) error {
 	case steps == 0:
 	case w.Applied:
 		fmt.Fprintln(stdout, done)
+	case *apply && *to != "":
+		// StartWidening applies nothing, and refuses nothing, only when the
+		// pool widens to that layout already.
+		fmt.Fprintf(stdout, "the pool widens to %s already: nothing changed\n", w.To)
 	default:
 		fmt.Fprintln(stdout, "dry run: -apply makes the change")
 	}

@@ -450,6 +450,11 @@ func TestWiden(t *testing.T) {
 		code, out, errs = cli("", "widen", "-dialect", b.Dialect, "-dsn", db.DSN, "-to", "0/12/10", "-apply")
 		require.Equal(t, 0, code, errs)
 		assert.Contains(t, out, "widening started\n")
+		// Again: the widening stands, and the output says so (issue 33).
+		code, out, errs = cli("", "widen", "-dialect", b.Dialect, "-dsn", db.DSN, "-to", "0/12/10", "-apply")
+		require.Equal(t, 0, code, errs)
+		assert.Contains(t, out, "the pool widens to 0/12/10 2024-01-01T00:00:00.000Z already: nothing changed\n")
+		assert.NotContains(t, out, "dry run")
 		wideGen := openGen(t, b, db, nil, entflake.WithLayout(entflake.Layout{WorkerBits: 12, SequenceBits: 10}))
 		assert.GreaterOrEqual(t, wideGen.WorkerID(), int64(1024))
 
