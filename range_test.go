@@ -69,11 +69,9 @@ func TestWorkerRange(t *testing.T) {
 			seen[g.WorkerID()] = true
 			checkIDs(t, g)
 		}
-		// The first recorded the range (a fresh pool has none): said once.
-		changed := sink.find(slog.LevelWarn, "worker range changed")
-		require.Len(t, changed, 1)
-		assert.Equal(t, "none", changed[0].attrs["from"])
-		assert.Equal(t, "300-303", changed[0].attrs["to"])
+		// The first recorded the range in a fresh pool: no change, and no
+		// warning (issue 33, item 7).
+		assert.Empty(t, sink.find(slog.LevelWarn, "worker range changed"))
 		for _, opts := range [][]Option{{WithWorkerRange(512, 1023)}, {WithWorkerRange(0, 303)}, nil} {
 			sink, logOpt := newSink()
 			g, err := OpenDB(context.Background(), db.DB, b.Dialect, append([]Option{WithService("us"), logOpt}, opts...)...)
@@ -93,6 +91,24 @@ func TestWorkerRange(t *testing.T) {
 		g := open(t, db.DB, b.Dialect, WithService("eu"), WithWorkerRange(300, 303), WithWorkerID(free), quiet())
 		assert.Equal(t, SourceExplicit, g.Source())
 		assert.Equal(t, LeaseHeld, g.Lease().State)
+	})
+}
+
+// TestWorkerRangeChanged: a pool in use whose slots are all released
+// moves to the range of the next starter, and says so once, naming both.
+func TestWorkerRangeChanged(t *testing.T) {
+	t.Setenv(EnvWorkerID, "")
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		db := b.Fresh(t)
+		g := open(t, db.DB, b.Dialect, WithService("eu"), WithWorkerRange(300, 303), quiet())
+		require.NoError(t, g.Close())
+		sink, logOpt := newSink()
+		g = open(t, db.DB, b.Dialect, WithService("eu"), WithWorkerRange(400, 403), logOpt)
+		assert.True(t, g.WorkerID() >= 400 && g.WorkerID() <= 403, "worker id %d", g.WorkerID())
+		changed := sink.find(slog.LevelWarn, "worker range changed")
+		require.Len(t, changed, 1)
+		assert.Equal(t, "300-303", changed[0].attrs["from"])
+		assert.Equal(t, "400-403", changed[0].attrs["to"])
 	})
 }
 

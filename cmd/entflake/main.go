@@ -458,8 +458,8 @@ func holders(args []string, stdout, stderr io.Writer) error {
 	if !*all && count[lease.StateReleased] > 0 {
 		hidden = " (not shown; -all shows them)"
 	}
-	_, err = fmt.Fprintf(stdout, "\n%d slots: %d live, %d expired, %d released%s. Database clock %s.\n",
-		len(hs), count[lease.StateLive], count[lease.StateExpired], count[lease.StateReleased], hidden, msTime(now))
+	_, err = fmt.Fprintf(stdout, "\n%s: %d live, %d expired, %d released%s. Database clock %s.\n",
+		lease.Count(len(hs), "slot"), count[lease.StateLive], count[lease.StateExpired], count[lease.StateReleased], hidden, msTime(now))
 	return err
 }
 

@@ -431,7 +431,9 @@ func (s *session) lockedOnce(ctx context.Context, workerID int64, decide func(ro
 		p := parsePoolText(m.layoutText)
 		p.rng = mine
 		m.layoutText, st.rng, writeSlots, writeLayout = p.String(), mine, true, true
-		s.ranged = &rng
+		if inUse {
+			s.ranged = &rng // a new pool's first range is no change
+		}
 	}
 	wrote := false
 	w, err := s.read(ctx, workerID, nil)

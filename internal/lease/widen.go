@@ -237,7 +237,8 @@ func (s *session) widenStep(ctx context.Context, m markers, out *Widening, finis
 		ends, which = wd.from, "old"
 	}
 	if n := out.Live[ends]; n > 0 {
-		return p, wd, fmt.Errorf("%w: %d slots of the %s layout %q are live: replace their instances first", ErrWidening, n, which, ends)
+		return p, wd, fmt.Errorf("%w: %s of the %s layout %q %s live: replace their instances first", ErrWidening,
+			Count(n, "slot"), which, ends, map[bool]string{true: "is", false: "are"}[n == 1])
 	}
 	return p, wd, s.settled(ctx, m)
 }
@@ -500,4 +501,12 @@ func operate(ctx context.Context, db *sql.DB, dialectName string, f func(*sessio
 		return false, fmt.Errorf("commit: %w", err)
 	}
 	return true, nil
+}
+
+// Count is n and the noun, plural unless n is 1: "1 slot", "3 slots".
+func Count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

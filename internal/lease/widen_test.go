@@ -171,7 +171,7 @@ func TestWiden(t *testing.T) {
 		// the new one's.
 		_, err = FinishWiden(ctx, db.DB, b.Dialect, true)
 		require.ErrorIs(t, err, ErrWidening)
-		assert.Contains(t, err.Error(), fmt.Sprintf("%d slots of the old layout", len(old)))
+		assert.Contains(t, err.Error(), Count(len(old), "slot")+" of the old layout")
 		_, err = CancelWiden(ctx, db.DB, b.Dialect, true)
 		require.ErrorIs(t, err, ErrWidening)
 		top := int64(0)
