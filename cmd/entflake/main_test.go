@@ -461,6 +461,7 @@ func TestWiden(t *testing.T) {
 		code, _, errs = cli("", "widen", "-dialect", b.Dialect, "-dsn", db.DSN, "-finish", "-apply")
 		assert.Equal(t, 1, code)
 		assert.Contains(t, errs, "1 slot of the old layout \"0/10/12 2024-01-01T00:00:00.000Z\" is live")
+		assert.Contains(t, errs, "frees itself when it expires: the last at 20", "when a crashed instance's slot frees itself (issue 33, item 4)")
 		require.NoError(t, old.Close())
 		code, out, errs = cli("", "widen", "-dialect", b.Dialect, "-dsn", db.DSN, "-finish", "-apply")
 		require.Equal(t, 0, code, errs)

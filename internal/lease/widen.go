@@ -237,8 +237,10 @@ func (s *session) widenStep(ctx context.Context, m markers, out *Widening, finis
 		ends, which = wd.from, "old"
 	}
 	if n := out.Live[ends]; n > 0 {
-		return p, wd, fmt.Errorf("%w: %s of the %s layout %q %s live: replace their instances first", ErrWidening,
-			Count(n, "slot"), which, ends, map[bool]string{true: "is", false: "are"}[n == 1])
+		return p, wd, fmt.Errorf("%w: %s of the %s layout %q %s live: replace their instances first "+
+			"(a slot whose instance is gone, killed or crashed, frees itself when it expires: the last at %s)", ErrWidening,
+			Count(n, "slot"), which, ends, map[bool]string{true: "is", false: "are"}[n == 1],
+			time.UnixMilli(out.Expires[ends]).UTC().Format(time.RFC3339))
 	}
 	return p, wd, s.settled(ctx, m)
 }
@@ -272,6 +274,10 @@ type Widening struct {
 	From, To string
 	// Live counts the live slots of each layout.
 	Live map[string]int
+	// Expires is, for each layout, when the last of its live slots
+	// expires (the database's clock, Unix ms) unless renewed: when a
+	// crashed instance's slot frees itself.
+	Expires map[string]int64
 	// Shared lists the live slots of the old layout whose IDs the new
 	// layout's worker ids share (old worker ids 2^(W-d) and up): the new
 	// layout does not take those while they live.
@@ -435,9 +441,10 @@ func (s *session) widenCensus(ctx context.Context, wd widening, out *Widening) e
 	if err != nil {
 		return err
 	}
-	out.NowMs, out.Live = now, map[string]int{}
+	out.NowMs, out.Live, out.Expires = now, map[string]int{}, map[string]int64{}
 	for _, h := range live {
 		out.Live[h.Layout]++
+		out.Expires[h.Layout] = max(out.Expires[h.Layout], h.ExpiresMs)
 		if h.Layout == wd.from && h.WorkerID >= wd.oldWorkers>>wd.shift {
 			out.Shared = append(out.Shared, h)
 		}
