@@ -90,9 +90,10 @@ func Holders(ctx context.Context, db *sql.DB, dialect string) (nowMs int64, hs [
 		if err := rows.Scan(&id, &service, &instance, &fence, &taken, &expires, &prom, &layout, &nowMs); err != nil {
 			return 0, nil, fmt.Errorf("read %s: %w", schema.SlotTableName, err)
 		}
-		if !id.Valid || fence.Int64 == 0 {
+		if !id.Valid || !instance.Valid {
 			// The clock's row of an empty table, or a row made in advance
-			// and never held.
+			// and never held: no claim wrote an instance. Its fence says
+			// nothing: a widening fences rows it floors above, held or not.
 			continue
 		}
 		hs = append(hs, Holder{WorkerID: id.Int64, Service: service.String, Instance: instance.String,

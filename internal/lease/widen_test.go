@@ -478,5 +478,15 @@ func TestWidenFencesWhatItFloors(t *testing.T) {
 		_, err = CancelWiden(ctx, db.DB, b.Dialect, true)
 		require.NoError(t, err)
 		assert.Equal(t, before+1, fence(1200), "the cancel fences the new rows")
+		// The rows it fenced that were never held are not holders
+		// (issue 33, item 3): every slot Holders lists was held.
+		_, hs, err := Holders(ctx, db.DB, b.Dialect)
+		require.NoError(t, err)
+		ids := map[int64]bool{}
+		for _, h := range hs {
+			ids[h.WorkerID] = true
+			assert.NotEmpty(t, h.Instance, "worker id %d (fence %d) listed, never held", h.WorkerID, h.Fence)
+		}
+		assert.Equal(t, map[int64]bool{300: true, 1200: true}, ids)
 	})
 }
