@@ -82,6 +82,7 @@ commands:
   decode   [-epoch T] [-layout C/W/S] [-json] [ID...]   take IDs apart (IDs from stdin when none given)
   holders  -dialect D -dsn DSN [-all] [-json]          show who holds which worker id
   range    -dialect D -dsn DSN [-set LO-HI|all [-apply]]  show or change the pool's worker range
+  range    -check -dialect D DSN DSN...                 check that databases' worker ranges are disjoint
   widen    -dialect D -dsn DSN [-to C/W/S|-finish|-cancel [-apply]]  widen the worker field online
   adopt    -dialect D -dsn DSN -tables T1,T2 [-apply]  drop AUTO_INCREMENT/IDENTITY from existing id columns
   ddl      -dialect D                                  print the DDL of entflake's tables
@@ -471,9 +472,14 @@ func workerRange(args []string, stdout, stderr io.Writer) error {
 	d, dsn := dbFlags(fs)
 	set := fs.String("set", "", `the new worker range, "LO-HI" (both included), or "all" for the whole layout`)
 	apply := fs.Bool("apply", false, "with -set: make the change (without it, a dry run says what it would do)")
+	check := fs.Bool("check", false, "compare the ranges of the pools whose DSNs follow (one per database of the fleet): "+
+		"exit status 1 when two overlap")
 	timeout := fs.Duration("timeout", 10*time.Second, "bound on connecting, the pool's locks, and the change")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if *check {
+		return checkRanges(*d, *dsn, *set, fs.Args(), *timeout, stdout)
 	}
 	if fs.NArg() > 0 {
 		return usagef("unexpected arguments %q", fs.Args())
@@ -538,6 +544,60 @@ func workerRange(args []string, stdout, stderr io.Writer) error {
 	}
 	return tw.Flush()
 }
+
+// checkRanges is range -check: every pool's recorded range, read under
+// its locks (a dry run of SetRange), compared. DSNs are named by their
+// place on the command line, never shown: they may hold a password.
+func checkRanges(d, dsn, set string, dsns []string, timeout time.Duration, stdout io.Writer) error {
+	switch {
+	case dsn != "":
+		return usagef("-check takes the DSNs as arguments, one per database, not -dsn")
+	case set != "":
+		return usagef("-check and -set do not go together")
+	case len(dsns) < 2:
+		return usagef("-check needs the DSNs of two databases at least, as arguments")
+	}
+	if err := checkDBFlags(d, dsns[0], timeout); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	pools := make([]lease.PoolRange, len(dsns))
+	for i, dsn := range dsns {
+		db, err := open(ctx, d, dsn)
+		if err != nil {
+			return fmt.Errorf("DSN %d: %w", i+1, err)
+		}
+		pools[i], err = lease.SetRange(ctx, db, d, 0, 0, true, false)
+		db.Close()
+		if err != nil {
+			return fmt.Errorf("DSN %d: %w", i+1, err)
+		}
+		rng := pools[i].From
+		if rng == "" {
+			rng = fmt.Sprintf("all (0-%d)", pools[i].Workers-1)
+		}
+		fmt.Fprintf(stdout, "DSN %d: layout %s, worker range %s\n", i+1, pools[i].Layout, rng)
+	}
+	overlaps, gaps, err := lease.CheckRanges(pools)
+	if err != nil {
+		return err
+	}
+	for _, g := range gaps {
+		fmt.Fprintf(stdout, "in no pool's range: %d-%d\n", g.Lo, g.Hi)
+	}
+	for _, o := range overlaps {
+		fmt.Fprintf(stdout, "overlap: DSN %d and DSN %d both hand out worker ids %d-%d: their IDs can be equal; "+
+			"make the ranges disjoint (entflake range -set)\n", o.A+1, o.B+1, o.Lo, o.Hi)
+	}
+	if len(overlaps) > 0 {
+		return fmt.Errorf("the worker ranges overlap (%s); the check sees only the databases named", plural(len(overlaps), "overlap"))
+	}
+	fmt.Fprintln(stdout, "no two ranges overlap (the check sees only the databases named)")
+	return nil
+}
+
+func plural(n int, noun string) string { return lease.Count(n, noun) }
 
 // ---- widen
 

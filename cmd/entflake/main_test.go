@@ -624,3 +624,46 @@ func TestAdoptRefuses(t *testing.T) {
 		require.NoError(t, err, "nothing changed")
 	})
 }
+
+// TestRangeCheck (issue 33, item 6): two databases given overlapping
+// ranges (0-511 and 0-600, the operator's mistake that issued 583
+// duplicate IDs in 20 s) are found, with the worker ids they share, exit
+// status 1; made disjoint, the check passes and names the gap. No DSN is
+// shown.
+func TestRangeCheck(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		eu, us := b.Fresh(t), b.Fresh(t)
+		openGen(t, b, eu, nil, entflake.WithWorkerRange(0, 511))
+		g := openGen(t, b, us, nil, entflake.WithWorkerRange(0, 600))
+		code, out, errs := cli("", "range", "-check", "-dialect", b.Dialect, eu.DSN, us.DSN)
+		require.Equal(t, 1, code, "%s%s", out, errs)
+		assert.Contains(t, out, "DSN 1: layout 0/10/12 2024-01-01T00:00:00.000Z, worker range 0-511\n")
+		assert.Contains(t, out, "DSN 2: layout 0/10/12 2024-01-01T00:00:00.000Z, worker range 0-600\n")
+		assert.Contains(t, out, "overlap: DSN 1 and DSN 2 both hand out worker ids 0-511")
+		assert.Contains(t, errs, "the worker ranges overlap (1 overlap)")
+		for _, dsn := range []string{eu.DSN, us.DSN} {
+			assert.NotContains(t, out+errs, dsn)
+		}
+
+		// The second region moves to 600-1023 once its instance is gone.
+		require.NoError(t, g.Close())
+		code, out, errs = cli("", "range", "-dialect", b.Dialect, "-dsn", us.DSN, "-set", "600-1023", "-apply")
+		require.Equal(t, 0, code, "%s%s", out, errs)
+		code, out, errs = cli("", "range", "-check", "-dialect", b.Dialect, eu.DSN, us.DSN)
+		require.Equal(t, 0, code, "%s%s", out, errs)
+		assert.Contains(t, out, "in no pool's range: 512-599\n")
+		assert.Contains(t, out, "no two ranges overlap")
+	})
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-check", "-dialect", dialect.SQLite, "a.db"}, "two databases at least"},
+		{[]string{"-check", "-dialect", dialect.SQLite, "-dsn", "a.db", "b.db"}, "not -dsn"},
+		{[]string{"-check", "-dialect", dialect.SQLite, "-set", "0-5", "a.db", "b.db"}, "do not go together"},
+	} {
+		code, _, errs := cli("", append([]string{"range"}, c.args...)...)
+		assert.Equal(t, 2, code, "%q", c.args)
+		assert.Contains(t, errs, c.want, "%q", c.args)
+	}
+}

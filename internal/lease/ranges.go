@@ -1,10 +1,12 @@
 package lease
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -34,6 +36,8 @@ type RangeChange struct {
 	// From and To are the pool's range before and after, as "lo-hi"; ""
 	// is the whole layout.
 	From, To string
+	// Widen is the wider layout the pool widens to ("" when it does not).
+	Widen string
 	// Outside lists the live slots outside To, by worker id: their holders
 	// may issue under those worker ids until their slots expire or are
 	// released.
@@ -69,7 +73,7 @@ func SetRange(ctx context.Context, db *sql.DB, dialectName string, lo, hi int64,
 		if err != nil {
 			return false, err
 		}
-		c.Layout, c.Workers, c.From = pt.layout, workers, pt.rng
+		c.Layout, c.Workers, c.From, c.Widen = pt.layout, workers, pt.rng, pt.widen
 		if keep {
 			lo, hi, _ = parseRangeText(pt.rng)
 		}
@@ -157,4 +161,79 @@ func parseRangeText(rng string) (lo, hi int64, err error) {
 		return 0, 0, fmt.Errorf("the pool's worker range %q does not read as lo-hi", rng)
 	}
 	return lo, hi, nil
+}
+
+// PoolRange is one pool's worker range, as CheckRanges compares it: a
+// RangeChange of SetRange's keep (the pool's rows read under its locks).
+type PoolRange = RangeChange
+
+// RangeOverlap says that pools A and B (indexes into CheckRanges' pools)
+// both hand out worker ids Lo..Hi: their IDs can be equal.
+type RangeOverlap struct {
+	A, B   int
+	Lo, Hi int64
+}
+
+// RangeGap is a run of worker ids Lo..Hi that no pool hands out.
+type RangeGap struct{ Lo, Hi int64 }
+
+// ErrRangesIncomparable: the pools' worker ids name different IDs (other
+// layouts or epochs), or one of them widens, so their ranges cannot be
+// compared.
+var ErrRangesIncomparable = errors.New("the pools' worker ranges cannot be compared")
+
+// CheckRanges compares the worker ranges of pools that must hand out
+// disjoint worker ids (one per database of a fleet split into regions):
+// every pair that shares worker ids, and the worker ids none has. Pools
+// of different layouts or epochs, or one that widens, are refused: the
+// same worker id names other IDs there. It sees only the pools it is
+// given: a database not named is not checked.
+func CheckRanges(pools []PoolRange) (overlaps []RangeOverlap, gaps []RangeGap, err error) {
+	if len(pools) == 0 {
+		return nil, nil, nil
+	}
+	span := func(p PoolRange) (int64, int64) {
+		lo, hi, _ := parseRangeText(p.From)
+		if lo == 0 && hi == 0 {
+			return 0, p.Workers - 1
+		}
+		return lo, hi
+	}
+	for i, p := range pools {
+		switch {
+		case p.Widen != "":
+			return nil, nil, fmt.Errorf("%w: pool %d widens to %q: check its range after the widening is finished or cancelled",
+				ErrRangesIncomparable, i+1, p.Widen)
+		case p.Layout != pools[0].Layout:
+			return nil, nil, fmt.Errorf("%w: pool %d's layout is %q, pool 1's %q: worker ids of two layouts or epochs name "+
+				"other IDs, and a fleet's regions share one", ErrRangesIncomparable, i+1, p.Layout, pools[0].Layout)
+		}
+	}
+	for i := range pools {
+		alo, ahi := span(pools[i])
+		for j := i + 1; j < len(pools); j++ {
+			blo, bhi := span(pools[j])
+			if lo, hi := max(alo, blo), min(ahi, bhi); lo <= hi {
+				overlaps = append(overlaps, RangeOverlap{A: i, B: j, Lo: lo, Hi: hi})
+			}
+		}
+	}
+	// The gaps: walk the worker ids in order of the ranges' starts.
+	type run struct{ lo, hi int64 }
+	runs := make([]run, len(pools))
+	for i, p := range pools {
+		runs[i].lo, runs[i].hi = span(p)
+	}
+	slices.SortFunc(runs, func(a, b run) int { return cmp.Compare(a.lo, b.lo) })
+	next := int64(0)
+	for _, r := range runs {
+		if r.lo > next {
+			gaps = append(gaps, RangeGap{Lo: next, Hi: r.lo - 1})
+		}
+		next = max(next, r.hi+1)
+	}
+	if last := pools[0].Workers - 1; next <= last {
+		gaps = append(gaps, RangeGap{Lo: next, Hi: last})
+	}
+	return overlaps, gaps, nil
 }

@@ -345,3 +345,40 @@ func claimAfterChange(t *testing.T, b dbtest.Backend, db *dbtest.DB) {
 	require.NoError(t, db.QueryRow("SELECT COUNT(*) FROM sys_sequence_slot WHERE instance = 'late@h@1@1'").Scan(&n))
 	assert.Zero(t, n, "no slot claimed by the late take")
 }
+
+// TestCheckRanges: overlapping ranges are found pairwise, with the worker
+// ids they share; gaps are the worker ids no pool has; pools of another
+// layout or epoch, or one that widens, are refused, naming it.
+func TestCheckRanges(t *testing.T) {
+	const l = testLayout
+	p := func(rng string) PoolRange { return PoolRange{Layout: l, Workers: 1024, From: rng} }
+	ov, gaps, err := CheckRanges([]PoolRange{p("0-511"), p("0-600")})
+	require.NoError(t, err)
+	assert.Equal(t, []RangeOverlap{{A: 0, B: 1, Lo: 0, Hi: 511}}, ov)
+	assert.Equal(t, []RangeGap{{Lo: 601, Hi: 1023}}, gaps)
+
+	ov, gaps, err = CheckRanges([]PoolRange{p("512-1023"), p("0-511")})
+	require.NoError(t, err)
+	assert.Empty(t, ov)
+	assert.Empty(t, gaps)
+
+	ov, gaps, err = CheckRanges([]PoolRange{p("600-700"), p(""), p("10-20")})
+	require.NoError(t, err)
+	assert.Equal(t, []RangeOverlap{{0, 1, 600, 700}, {1, 2, 10, 20}}, ov, "no range is the whole layout")
+	assert.Empty(t, gaps)
+
+	_, gaps, err = CheckRanges([]PoolRange{p("100-199"), p("300-399")})
+	require.NoError(t, err)
+	assert.Equal(t, []RangeGap{{0, 99}, {200, 299}, {400, 1023}}, gaps)
+
+	other := p("512-1023")
+	other.Layout = "0/10/12 2025-01-01T00:00:00.000Z"
+	_, _, err = CheckRanges([]PoolRange{p("0-511"), other})
+	require.ErrorIs(t, err, ErrRangesIncomparable)
+	assert.Contains(t, err.Error(), "pool 2's layout")
+	wid := p("")
+	wid.Widen = "0/12/10 2024-01-01T00:00:00.000Z"
+	_, _, err = CheckRanges([]PoolRange{p("0-511"), wid})
+	require.ErrorIs(t, err, ErrRangesIncomparable)
+	assert.Contains(t, err.Error(), "pool 2 widens")
+}
