@@ -125,8 +125,11 @@
 // the same POD_NAME), layout-mix and epoch-mix (a starter with another
 // layout or epoch), widen-online (the operator widens the pool online by
 // one worker bit, a visitor of the wider layout leases beside the fleet,
-// issues and closes, and the widening is cancelled: issue 25), and
-// episode (a named scenario). At most four run at
+// issues and closes, and the widening is cancelled: issue 25),
+// range-online (the operator records a worker range while the fleet runs,
+// a visitor with that range leases, issues and closes, and the range is
+// set back to the whole layout: the fleet's restarts are refused
+// meanwhile), and episode (a named scenario). At most four run at
 // once. The fleet's pool is drawn too: the default layout, the
 // clock-sequence layout with BumpClockSequence, or four worker ids (the
 // counter wraps onto live slots at once), and sometimes another epoch.

@@ -129,6 +129,7 @@ var menu = []faultKind{
 	{"layout-mix", 2, false},    // a starter with another layout
 	{"epoch-mix", 2, false},     // a starter with another epoch
 	{"widen-online", 4, false},  // an online widening started, a starter of the wider layout, the widening cancelled
+	{"range-online", 3, false},  // the operator sets a worker range while the fleet runs, a starter of it, the range undone
 	{"episode", 3, false},       // a named scenario
 	// Issue 22's: a statement held, the pool's own rows deleted or made
 	// unreadable, a VM's suspension.
@@ -496,6 +497,33 @@ func (f *fleet) apply(kind string, p *proc, rng *rand.Rand, until time.Time) (bo
 		}
 		if err != nil {
 			return applied, "the widening stays (not cancelled: " + err.Error() + ")"
+		}
+		return applied, why
+	case "range-online":
+		// The operator records a worker range while the fleet runs (its
+		// live slots outside it keep renewing; its restarts without the
+		// range are refused, ErrWorkerRangeMismatch); a visitor with the
+		// range leases, issues and closes; then the range is set back to
+		// the whole layout. A widening refuses while a range stands, and
+		// a range while the pool widens: either fault may find the other.
+		n := r.lay.workers()
+		if n < 16 {
+			return false, "too few worker ids for a range"
+		}
+		size := 4 + rng.Int64N(n/2-3)
+		lo := rng.Int64N(n - size + 1)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := lease.SetRange(ctx, r.db.DB, d, lo, lo+size-1, false, true); err != nil {
+			return false, "set the range: " + err.Error()
+		}
+		s := r.drawSpec(rng, "ranged", -1)
+		s.RangeLo, s.RangeHi = lo, lo+size-1
+		applied, why := f.visit(p, s, rng)
+		uctx, ucancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer ucancel()
+		if _, err := lease.SetRange(uctx, r.db.DB, d, 0, 0, false, true); err != nil {
+			return applied, "the range stays (not undone: " + err.Error() + ")"
 		}
 		return applied, why
 	case "epoch-mix":

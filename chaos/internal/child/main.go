@@ -192,6 +192,9 @@ func (c *child) options(s wire.GenSpec) []entflake.Option {
 	if s.EpochMs != 0 {
 		opts = append(opts, entflake.WithEpoch(time.UnixMilli(s.EpochMs)))
 	}
+	if s.RangeHi > 0 {
+		opts = append(opts, entflake.WithWorkerRange(s.RangeLo, s.RangeHi))
+	}
 	switch s.Policy {
 	case "wait":
 		opts = append(opts, entflake.WithRollbackPolicy(entflake.WaitRollback(5*time.Millisecond)))
@@ -312,6 +315,8 @@ func openKind(err error) string {
 		return "nolease"
 	case errors.Is(err, entflake.ErrClockSkew):
 		return "skew"
+	case errors.Is(err, entflake.ErrWorkerRangeMismatch):
+		return "range"
 	}
 	return "other"
 }

@@ -50,6 +50,8 @@ type GenSpec struct {
 	ClockSeqBits, WorkerBits, SequenceBits int
 	// EpochMs is WithEpoch in Unix milliseconds (0: the default epoch).
 	EpochMs int64
+	// RangeLo and RangeHi are WithWorkerRange (both 0: none).
+	RangeLo, RangeHi int64
 	// Policy is the rollback policy: "clamp" (default), "wait", "reject"
 	// or "bump".
 	Policy string
