@@ -579,9 +579,15 @@ func checkRanges(d, dsn, set string, dsns []string, timeout time.Duration, stdou
 		}
 		fmt.Fprintf(stdout, "DSN %d: layout %s, worker range %s\n", i+1, pools[i].Layout, rng)
 	}
-	overlaps, gaps, err := lease.CheckRanges(pools)
+	layout, overlaps, gaps, err := lease.CheckRanges(pools)
 	if err != nil {
 		return err
+	}
+	for _, p := range pools {
+		if p.Layout != layout {
+			fmt.Fprintf(stdout, "compared in %s, the widest: a range of W bits issues the IDs of its worker ids times 2^d in W+d\n", layout)
+			break
+		}
 	}
 	for _, g := range gaps {
 		fmt.Fprintf(stdout, "in no pool's range: %d-%d\n", g.Lo, g.Hi)

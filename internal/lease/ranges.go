@@ -168,7 +168,8 @@ func parseRangeText(rng string) (lo, hi int64, err error) {
 type PoolRange = RangeChange
 
 // RangeOverlap says that pools A and B (indexes into CheckRanges' pools)
-// both hand out worker ids Lo..Hi: their IDs can be equal.
+// both hand out worker ids Lo..Hi (of the widest layout: see CheckRanges):
+// their IDs can be equal.
 type RangeOverlap struct {
 	A, B   int
 	Lo, Hi int64
@@ -178,62 +179,69 @@ type RangeOverlap struct {
 type RangeGap struct{ Lo, Hi int64 }
 
 // ErrRangesIncomparable: the pools' worker ids name different IDs (other
-// layouts or epochs), or one of them widens, so their ranges cannot be
-// compared.
+// epochs, or layouts of which neither widens the other), or one of them
+// widens, so their ranges cannot be compared.
 var ErrRangesIncomparable = errors.New("the pools' worker ranges cannot be compared")
 
 // CheckRanges compares the worker ranges of pools that must hand out
 // disjoint worker ids (one per database of a fleet split into regions):
-// every pair that shares worker ids, and the worker ids none has. Pools
-// of different layouts or epochs, or one that widens, are refused: the
-// same worker id names other IDs there. It sees only the pools it is
-// given: a database not named is not checked.
-func CheckRanges(pools []PoolRange) (overlaps []RangeOverlap, gaps []RangeGap, err error) {
+// every pair that shares worker ids, and the worker ids none has. The
+// ranges are compared in the widest layout among the pools (layout, the
+// tag): a range lo..hi of a layout that it widens by d bits issues the IDs
+// of its worker ids lo*2^d .. (hi+1)*2^d-1 (widen.go), so a region widened
+// beside one that is not yet compares as it issues. Pools of other epochs
+// or of layouts of which neither widens the other, or one that widens now,
+// are refused. It sees only the pools it is given.
+func CheckRanges(pools []PoolRange) (layout string, overlaps []RangeOverlap, gaps []RangeGap, err error) {
 	if len(pools) == 0 {
-		return nil, nil, nil
+		return "", nil, nil, nil
 	}
-	span := func(p PoolRange) (int64, int64) {
+	widest := 0
+	for i, p := range pools {
+		if p.Widen != "" {
+			return "", nil, nil, fmt.Errorf("%w: pool %d widens to %q: check its range after the widening is finished or cancelled",
+				ErrRangesIncomparable, i+1, p.Widen)
+		}
+		if p.Workers > pools[widest].Workers {
+			widest = i
+		}
+	}
+	layout, workers := pools[widest].Layout, pools[widest].Workers
+	type run struct{ lo, hi int64 }
+	runs := make([]run, len(pools))
+	for i, p := range pools {
 		lo, hi, _ := parseRangeText(p.From)
 		if lo == 0 && hi == 0 {
-			return 0, p.Workers - 1
+			lo, hi = 0, p.Workers-1
 		}
-		return lo, hi
-	}
-	for i, p := range pools {
-		switch {
-		case p.Widen != "":
-			return nil, nil, fmt.Errorf("%w: pool %d widens to %q: check its range after the widening is finished or cancelled",
-				ErrRangesIncomparable, i+1, p.Widen)
-		case p.Layout != pools[0].Layout:
-			return nil, nil, fmt.Errorf("%w: pool %d's layout is %q, pool 1's %q: worker ids of two layouts or epochs name "+
-				"other IDs, and a fleet's regions share one", ErrRangesIncomparable, i+1, p.Layout, pools[0].Layout)
+		if p.Layout != layout {
+			wd, err := newWidening(p.Layout, layout)
+			if err != nil {
+				return "", nil, nil, fmt.Errorf("%w: pool %d's layout is %q, pool %d's %q: worker ids of these name other IDs (%v)",
+					ErrRangesIncomparable, i+1, p.Layout, widest+1, layout, err)
+			}
+			lo, hi = lo<<wd.shift, (hi+1)<<wd.shift-1
 		}
+		runs[i] = run{lo, hi}
 	}
-	for i := range pools {
-		alo, ahi := span(pools[i])
-		for j := i + 1; j < len(pools); j++ {
-			blo, bhi := span(pools[j])
-			if lo, hi := max(alo, blo), min(ahi, bhi); lo <= hi {
+	for i := range runs {
+		for j := i + 1; j < len(runs); j++ {
+			if lo, hi := max(runs[i].lo, runs[j].lo), min(runs[i].hi, runs[j].hi); lo <= hi {
 				overlaps = append(overlaps, RangeOverlap{A: i, B: j, Lo: lo, Hi: hi})
 			}
 		}
 	}
-	// The gaps: walk the worker ids in order of the ranges' starts.
-	type run struct{ lo, hi int64 }
-	runs := make([]run, len(pools))
-	for i, p := range pools {
-		runs[i].lo, runs[i].hi = span(p)
-	}
-	slices.SortFunc(runs, func(a, b run) int { return cmp.Compare(a.lo, b.lo) })
+	sorted := slices.Clone(runs)
+	slices.SortFunc(sorted, func(a, b run) int { return cmp.Compare(a.lo, b.lo) })
 	next := int64(0)
-	for _, r := range runs {
+	for _, r := range sorted {
 		if r.lo > next {
 			gaps = append(gaps, RangeGap{Lo: next, Hi: r.lo - 1})
 		}
 		next = max(next, r.hi+1)
 	}
-	if last := pools[0].Workers - 1; next <= last {
-		gaps = append(gaps, RangeGap{Lo: next, Hi: last})
+	if next <= workers-1 {
+		gaps = append(gaps, RangeGap{Lo: next, Hi: workers - 1})
 	}
-	return overlaps, gaps, nil
+	return layout, overlaps, gaps, nil
 }

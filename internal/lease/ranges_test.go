@@ -352,33 +352,53 @@ func claimAfterChange(t *testing.T, b dbtest.Backend, db *dbtest.DB) {
 func TestCheckRanges(t *testing.T) {
 	const l = testLayout
 	p := func(rng string) PoolRange { return PoolRange{Layout: l, Workers: 1024, From: rng} }
-	ov, gaps, err := CheckRanges([]PoolRange{p("0-511"), p("0-600")})
+	_, ov, gaps, err := CheckRanges([]PoolRange{p("0-511"), p("0-600")})
 	require.NoError(t, err)
 	assert.Equal(t, []RangeOverlap{{A: 0, B: 1, Lo: 0, Hi: 511}}, ov)
 	assert.Equal(t, []RangeGap{{Lo: 601, Hi: 1023}}, gaps)
 
-	ov, gaps, err = CheckRanges([]PoolRange{p("512-1023"), p("0-511")})
+	_, ov, gaps, err = CheckRanges([]PoolRange{p("512-1023"), p("0-511")})
 	require.NoError(t, err)
 	assert.Empty(t, ov)
 	assert.Empty(t, gaps)
 
-	ov, gaps, err = CheckRanges([]PoolRange{p("600-700"), p(""), p("10-20")})
+	_, ov, gaps, err = CheckRanges([]PoolRange{p("600-700"), p(""), p("10-20")})
 	require.NoError(t, err)
 	assert.Equal(t, []RangeOverlap{{0, 1, 600, 700}, {1, 2, 10, 20}}, ov, "no range is the whole layout")
 	assert.Empty(t, gaps)
 
-	_, gaps, err = CheckRanges([]PoolRange{p("100-199"), p("300-399")})
+	_, _, gaps, err = CheckRanges([]PoolRange{p("100-199"), p("300-399")})
 	require.NoError(t, err)
 	assert.Equal(t, []RangeGap{{0, 99}, {200, 299}, {400, 1023}}, gaps)
 
 	other := p("512-1023")
 	other.Layout = "0/10/12 2025-01-01T00:00:00.000Z"
-	_, _, err = CheckRanges([]PoolRange{p("0-511"), other})
+	_, _, _, err = CheckRanges([]PoolRange{p("0-511"), other})
 	require.ErrorIs(t, err, ErrRangesIncomparable)
 	assert.Contains(t, err.Error(), "pool 2's layout")
+	assert.Contains(t, err.Error(), "another epoch")
+	// A region widened to 12 bits beside one on 10: compared in 12 bits,
+	// where old worker w issues the IDs of new workers 4w..4w+3.
+	wide := PoolRange{Layout: "0/12/10 2024-01-01T00:00:00.000Z", Workers: 4096, From: "0-2047"}
+	l12, ov, gaps, err := CheckRanges([]PoolRange{p("512-1023"), wide})
+	require.NoError(t, err)
+	assert.Equal(t, wide.Layout, l12)
+	assert.Empty(t, ov)
+	assert.Empty(t, gaps)
+	_, ov, _, err = CheckRanges([]PoolRange{p("500-1023"), wide})
+	require.NoError(t, err)
+	assert.Equal(t, []RangeOverlap{{0, 1, 2000, 2047}}, ov, "old 500..511 are new 2000..2047")
+	narrow := p("0-99")
+	narrow.Layout, narrow.Workers = "0/9/13 2024-01-01T00:00:00.000Z", 512
+	_, _, _, err = CheckRanges([]PoolRange{narrow, wide, p("")})
+	require.NoError(t, err, "9 and 10 bits both widen to 12")
+	odd := p("")
+	odd.Layout = "1/9/12 2024-01-01T00:00:00.000Z"
+	_, _, _, err = CheckRanges([]PoolRange{odd, p("")})
+	require.ErrorIs(t, err, ErrRangesIncomparable, "another clock-sequence field")
 	wid := p("")
 	wid.Widen = "0/12/10 2024-01-01T00:00:00.000Z"
-	_, _, err = CheckRanges([]PoolRange{p("0-511"), wid})
+	_, _, _, err = CheckRanges([]PoolRange{p("0-511"), wid})
 	require.ErrorIs(t, err, ErrRangesIncomparable)
 	assert.Contains(t, err.Error(), "pool 2 widens")
 }
