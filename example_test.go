@@ -257,6 +257,37 @@ func ExampleWithWorkerRange() {
 	// true
 }
 
+// How full a pool is: two instances of a pool whose worker range holds
+// ten worker ids. entflakeprom's PoolCollector exports the same.
+func ExampleReadPoolUsage() {
+	dir, err := os.MkdirTemp("", "entflake-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	ctx := context.Background()
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "pool.db")+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer db.Close()
+	for range 2 {
+		gen, err := entflake.OpenDB(ctx, db, dialect.SQLite, entflake.WithService("payments"),
+			entflake.WithWorkerRange(100, 109), entflake.WithLogger(slog.New(slog.DiscardHandler)))
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer gen.Close()
+	}
+	u, err := entflake.ReadPoolUsage(ctx, db, dialect.SQLite)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%d of %d worker ids held (range %s, layout %s)\n", u.Live[u.Layout], u.Capacity, u.Range, u.Layout)
+	// Output:
+	// 2 of 10 worker ids held (range 100-109, layout 0/10/12 2024-01-01T00:00:00.000Z)
+}
+
 // Adopting an existing project's table: its ids were numbered by SQLite
 // (an INTEGER PRIMARY KEY AUTOINCREMENT, as ent makes them); after the
 // change the rows are there and an INSERT without an id is refused. Within

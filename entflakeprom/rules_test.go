@@ -23,7 +23,8 @@ func TestRulesNameExportedMetrics(t *testing.T) {
 	for _, n := range []string{entflakeprom.WaitsName, entflakeprom.WaitSecondsName, entflakeprom.BorrowedSecondsName,
 		entflakeprom.ErrorsName, entflakeprom.RollbacksName, entflakeprom.LargestRollbackName, entflakeprom.RenewalsName,
 		entflakeprom.RenewalFailuresName, entflakeprom.FencingsName, entflakeprom.SwitchesName, entflakeprom.CollisionsName,
-		entflakeprom.LeaseStateName, entflakeprom.ReadyName, entflakeprom.InfoName} {
+		entflakeprom.LeaseStateName, entflakeprom.ReadyName, entflakeprom.InfoName,
+		entflakeprom.PoolLiveName, entflakeprom.PoolCapacityName, entflakeprom.PoolReadOKName} {
 		exported[n] = true
 	}
 	recorded := map[string]bool{}

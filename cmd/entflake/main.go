@@ -80,7 +80,7 @@ const usage = `usage: entflake <command> [flags] [args]
 
 commands:
   decode   [-epoch T] [-layout C/W/S] [-json] [ID...]   take IDs apart (IDs from stdin when none given)
-  holders  -dialect D -dsn DSN [-all] [-json]          show who holds which worker id
+  holders  -dialect D -dsn DSN [-all] [-json|-prom]    show who holds which worker id (-prom: how full the pool is)
   range    -dialect D -dsn DSN [-set LO-HI|all [-apply]]  show or change the pool's worker range
   range    -check -dialect D DSN DSN...                 check that databases' worker ranges are disjoint
   widen    -dialect D -dsn DSN [-to C/W/S|-finish|-cancel [-apply]]  widen the worker field online
@@ -399,12 +399,16 @@ func holders(args []string, stdout, stderr io.Writer) error {
 	d, dsn := dbFlags(fs)
 	all := fs.Bool("all", false, "show released slots too")
 	asJSON := fs.Bool("json", false, "one JSON object a line instead of a table")
+	prom := fs.Bool("prom", false, "the pool's live slots and capacity, in Prometheus's text format (for a textfile collector)")
 	timeout := fs.Duration("timeout", 10*time.Second, "bound on connecting and reading")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return usagef("unexpected arguments %q", fs.Args())
+	}
+	if *prom && (*all || *asJSON) {
+		return usagef("-prom goes with neither -all nor -json")
 	}
 	if err := checkDBFlags(*d, *dsn, *timeout); err != nil {
 		return err
@@ -416,6 +420,9 @@ func holders(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer db.Close()
+	if *prom {
+		return poolMetrics(ctx, db, *d, stdout)
+	}
 	now, hs, err := lease.Holders(ctx, db, *d)
 	if errors.Is(err, lease.ErrNoSlotTable) {
 		return fmt.Errorf("%w: no instance has leased from this database yet, or it is the wrong database", err)
@@ -461,6 +468,47 @@ func holders(args []string, stdout, stderr io.Writer) error {
 	}
 	_, err = fmt.Fprintf(stdout, "\n%s: %d live, %d expired, %d released%s. Database clock %s.\n",
 		lease.Count(len(hs), "slot"), count[lease.StateLive], count[lease.StateExpired], count[lease.StateReleased], hidden, msTime(now))
+	return err
+}
+
+// poolMetrics writes the pool's usage as entflakeprom's PoolCollector
+// exports it, in Prometheus's text exposition format.
+func poolMetrics(ctx context.Context, db *sql.DB, d string, stdout io.Writer) error {
+	u, err := entflake.ReadPoolUsage(ctx, db, d)
+	if err != nil {
+		return fmt.Errorf("read the pool: %w", err)
+	}
+	caps := map[string]int64{u.Layout: u.Capacity}
+	if u.Widen != "" {
+		caps[u.Widen] = u.WidenCapacity
+	}
+	layouts := make([]string, 0, len(caps)+len(u.Live))
+	for l := range caps {
+		layouts = append(layouts, l)
+	}
+	for l := range u.Live {
+		if _, ok := caps[l]; !ok {
+			layouts = append(layouts, l)
+		}
+	}
+	sort.Strings(layouts)
+	label := func(l string) string {
+		return `{layout="` + strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(l) + `"}`
+	}
+	var b strings.Builder
+	b.WriteString("# HELP entflake_pool_live_slots Live slots of the pool, by the layout they are held in.\n")
+	b.WriteString("# TYPE entflake_pool_live_slots gauge\n")
+	for _, l := range layouts {
+		fmt.Fprintf(&b, "entflake_pool_live_slots%s %d\n", label(l), u.Live[l])
+	}
+	b.WriteString("# HELP entflake_pool_capacity_slots Worker ids the pool hands out, by layout (its worker range's, or the layout's).\n")
+	b.WriteString("# TYPE entflake_pool_capacity_slots gauge\n")
+	for _, l := range layouts {
+		if n, ok := caps[l]; ok {
+			fmt.Fprintf(&b, "entflake_pool_capacity_slots%s %d\n", label(l), n)
+		}
+	}
+	_, err = io.WriteString(stdout, b.String())
 	return err
 }
 

@@ -667,3 +667,29 @@ func TestRangeCheck(t *testing.T) {
 		assert.Contains(t, errs, c.want, "%q", c.args)
 	}
 }
+
+// TestHoldersProm (issue 33): holders -prom writes the pool's live slots
+// and capacity by layout, as entflakeprom's PoolCollector names them, in
+// Prometheus's text format: three generators of a 10-id range read 3 of
+// 10 (TestReadPoolUsage reads a widening's capacity).
+func TestHoldersProm(t *testing.T) {
+	t.Setenv(entflake.EnvWorkerID, "")
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		db := b.Fresh(t)
+		for range 3 {
+			openGen(t, b, db, nil, entflake.WithWorkerRange(100, 109))
+		}
+		code, out, errs := cli("", "holders", "-dialect", b.Dialect, "-dsn", db.DSN, "-prom")
+		require.Equal(t, 0, code, errs)
+		const l = `{layout="0/10/12 2024-01-01T00:00:00.000Z"}`
+		assert.Equal(t, "# HELP entflake_pool_live_slots Live slots of the pool, by the layout they are held in.\n"+
+			"# TYPE entflake_pool_live_slots gauge\n"+
+			"entflake_pool_live_slots"+l+" 3\n"+
+			"# HELP entflake_pool_capacity_slots Worker ids the pool hands out, by layout (its worker range's, or the layout's).\n"+
+			"# TYPE entflake_pool_capacity_slots gauge\n"+
+			"entflake_pool_capacity_slots"+l+" 10\n", out)
+	})
+	code, _, errs := cli("", "holders", "-dialect", dialect.SQLite, "-dsn", "x.db", "-prom", "-json")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errs, "-prom goes with neither -all nor -json")
+}

@@ -104,3 +104,58 @@ func Holders(ctx context.Context, db *sql.DB, dialect string) (nowMs int64, hs [
 	}
 	return nowMs, hs, nil
 }
+
+// Usage is how full a pool is, for a capacity gauge: its layout, range
+// and widening as the '__layout__' row records them, the worker ids it
+// hands out, and its live slots by the layout they are held in. ReadUsage
+// reads it without a lock: a scrape must never hold a take up.
+type Usage struct {
+	// Layout is the pool's layout and epoch; Widen the wider one while
+	// the pool widens ("").
+	Layout, Widen string
+	// Range is the pool's worker range, "lo-hi" ("": the whole layout).
+	Range string
+	// Capacity is the number of worker ids the pool's layout hands out
+	// (its range's); WidenCapacity the wider layout's while it widens
+	// (its worker ids from the old layout's first past its own up).
+	Capacity, WidenCapacity int64
+	// Live counts the live slots by layout.
+	Live map[string]int64
+	// NowMs is the database's clock when the slots were read, Unix ms.
+	NowMs int64
+}
+
+// ReadUsage reads db's pool usage (Usage). ErrNoSlotTable: no tables;
+// ErrNoPool: no layout recorded yet.
+func ReadUsage(ctx context.Context, db *sql.DB, dialect string) (Usage, error) {
+	nowMs, hs, err := Holders(ctx, db, dialect)
+	if err != nil {
+		return Usage{}, err
+	}
+	var text sql.NullString
+	err = db.QueryRowContext(ctx, "SELECT instance FROM "+schema.TableName+" WHERE service_name = '"+schema.LayoutService+"'").Scan(&text)
+	if errors.Is(err, sql.ErrNoRows) || err == nil && !knownLayout(text.String) {
+		return Usage{}, ErrNoPool
+	}
+	if err != nil {
+		return Usage{}, fmt.Errorf("read the pool's layout: %w", err)
+	}
+	pt := parsePoolText(text.String)
+	workers, err := layoutWorkers(pt.layout)
+	if err != nil {
+		return Usage{}, err
+	}
+	u := Usage{Layout: pt.layout, Widen: pt.widen, Range: pt.rng, Capacity: workers, Live: map[string]int64{}, NowMs: nowMs}
+	if lo, hi, err := parseRangeText(pt.rng); err == nil && hi > 0 {
+		u.Capacity = hi - lo + 1
+	}
+	if wd, ok := parseWidening(text.String); ok {
+		u.WidenCapacity = wd.toWorker - wd.oldWorkers
+	}
+	for _, h := range hs {
+		if h.State(nowMs) == StateLive {
+			u.Live[h.Layout]++
+		}
+	}
+	return u, nil
+}
