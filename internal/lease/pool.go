@@ -982,7 +982,7 @@ func (s *session) changeRange(ctx context.Context, old string) error {
 	if s.q.lockSlots != "" {
 		// As in changeLayout: a renewal in flight holds its row, and the
 		// look below waits for it.
-		if err := s.drain(ctx, s.q.lockSlots); err != nil {
+		if _, err := s.drain(ctx, s.q.lockSlots); err != nil {
 			return fmt.Errorf("lock the slots: %w", err)
 		}
 	}
@@ -1008,16 +1008,17 @@ func rangeName(rng string, workers int64) string {
 }
 
 // drain runs a query and reads its rows to the end (a locking read whose
-// rows are not needed).
-func (s *session) drain(ctx context.Context, stmt string, args ...any) error {
+// rows are not needed), and says how many there were.
+func (s *session) drain(ctx context.Context, stmt string, args ...any) (n int64, err error) {
 	rows, err := s.x.QueryContext(ctx, stmt, args...)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer rows.Close()
 	for rows.Next() {
+		n++
 	}
-	return rows.Err()
+	return n, rows.Err()
 }
 
 // makeRows makes the missing rows of the chunk that workerID is in, free
@@ -1138,17 +1139,7 @@ func (s *session) deficit(st *slots, made *int64, count, nowMs int64) bool {
 func (s *session) lockedCount(ctx context.Context) (count, nowMs int64, err error) {
 	locked := int64(0)
 	if s.q.lockSlots != "" {
-		rows, err := s.x.QueryContext(ctx, s.q.lockSlots)
-		if err != nil {
-			return 0, 0, fmt.Errorf("lock the slots: %w", err)
-		}
-		for rows.Next() {
-			locked++
-		}
-		if err := rows.Close(); err != nil {
-			return 0, 0, fmt.Errorf("lock the slots: %w", err)
-		}
-		if err := rows.Err(); err != nil {
+		if locked, err = s.drain(ctx, s.q.lockSlots); err != nil {
 			return 0, 0, fmt.Errorf("lock the slots: %w", err)
 		}
 	}

@@ -84,7 +84,7 @@ func SetRange(ctx context.Context, db *sql.DB, dialectName string, lo, hi int64,
 		c.To = want.rangeText()
 		if s.q.lockSlots != "" {
 			// Renewals in flight commit first, and are seen below.
-			if err := s.drain(ctx, s.q.lockSlots); err != nil {
+			if _, err := s.drain(ctx, s.q.lockSlots); err != nil {
 				return false, fmt.Errorf("lock the slots: %w", err)
 			}
 		}

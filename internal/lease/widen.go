@@ -432,7 +432,7 @@ func WidenStatus(ctx context.Context, db *sql.DB, dialectName string) (Widening,
 // every slot row (renewals in flight commit first).
 func (s *session) widenCensus(ctx context.Context, wd widening, out *Widening) error {
 	if s.q.lockSlots != "" {
-		if err := s.drain(ctx, s.q.lockSlots); err != nil {
+		if _, err := s.drain(ctx, s.q.lockSlots); err != nil {
 			return fmt.Errorf("lock the slots: %w", err)
 		}
 	}
