@@ -33,6 +33,7 @@ var outsideMatrix = map[string]string{
 	"seed":          "setup: the counter row, which only says where a search for a free slot starts",
 	"audit":         "the services' audit rows: no floor or take reads them",
 	"holders":       "a report (entflake holders): it writes nothing",
+	"poolLayout":    "a report (the pool's capacity gauge): it reads the '__layout__' row, locks nothing, writes nothing",
 	"makeRow":       "part of makeRows' text (one row's values)",
 	"makeRowsEnd":   "part of makeRows' text (its conflict clause)",
 	// Not yet in the matrix (issue 32): the locked take's other reads and

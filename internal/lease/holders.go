@@ -133,7 +133,7 @@ func ReadUsage(ctx context.Context, db *sql.DB, dialect string) (Usage, error) {
 		return Usage{}, err
 	}
 	var text sql.NullString
-	err = db.QueryRowContext(ctx, "SELECT instance FROM "+schema.TableName+" WHERE service_name = '"+schema.LayoutService+"'").Scan(&text)
+	err = db.QueryRowContext(ctx, textFor(dialect).poolLayout).Scan(&text)
 	if errors.Is(err, sql.ErrNoRows) || err == nil && !knownLayout(text.String) {
 		return Usage{}, ErrNoPool
 	}
@@ -145,10 +145,8 @@ func ReadUsage(ctx context.Context, db *sql.DB, dialect string) (Usage, error) {
 	if err != nil {
 		return Usage{}, err
 	}
-	u := Usage{Layout: pt.layout, Widen: pt.widen, Range: pt.rng, Capacity: workers, Live: map[string]int64{}, NowMs: nowMs}
-	if lo, hi, err := parseRangeText(pt.rng); err == nil && hi > 0 {
-		u.Capacity = hi - lo + 1
-	}
+	lo, hi := rangeSpan(pt.rng, workers)
+	u := Usage{Layout: pt.layout, Widen: pt.widen, Range: pt.rng, Capacity: hi - lo + 1, Live: map[string]int64{}, NowMs: nowMs}
 	if wd, ok := parseWidening(text.String); ok {
 		u.WidenCapacity = wd.toWorker - wd.oldWorkers
 	}

@@ -163,6 +163,15 @@ func parseRangeText(rng string) (lo, hi int64, err error) {
 	return lo, hi, nil
 }
 
+// rangeSpan is the first and last worker id of a recorded range ("": the
+// whole layout of workers worker ids; one that does not read as lo-hi
+// too, as SetRange reads it).
+func rangeSpan(rng string, workers int64) (lo, hi int64) {
+	r := Request{Workers: workers}
+	r.Lo, r.Hi, _ = parseRangeText(rng)
+	return r.lo(), r.hi()
+}
+
 // PoolRange is one pool's worker range, as CheckRanges compares it: a
 // RangeChange of SetRange's keep (the pool's rows read under its locks).
 type PoolRange = RangeChange
@@ -210,10 +219,7 @@ func CheckRanges(pools []PoolRange) (layout string, overlaps []RangeOverlap, gap
 	type run struct{ lo, hi int64 }
 	runs := make([]run, len(pools))
 	for i, p := range pools {
-		lo, hi, _ := parseRangeText(p.From)
-		if lo == 0 && hi == 0 {
-			lo, hi = 0, p.Workers-1
-		}
+		lo, hi := rangeSpan(p.From, p.Workers)
 		if p.Layout != layout {
 			wd, err := newWidening(p.Layout, layout)
 			if err != nil {

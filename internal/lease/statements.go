@@ -99,6 +99,10 @@ type sqlText struct {
 	// holders: every slot, by worker id, and the database's clock (see
 	// holdersFormat); for Holders, which the CLI shows.
 	holders string
+	// poolLayout: the '__layout__' row's text, read without a lock, for
+	// ReadUsage: a scrape of the pool's capacity must never wait for, or
+	// hold up, a take; what it reads may be overtaken at once.
+	poolLayout string
 	// counter: workers. Moves the '__global__' counter to its next value,
 	// modulo the worker range, in one statement: the only statement that
 	// touches the row every starter shares, so the critical section on it is
@@ -354,6 +358,7 @@ const (
 		"fence = CASE WHEN layout < ? OR layout > ? THEN fence + 1 ELSE fence END, " +
 		"layout = ?, beats = beats + 1, updated_at = %[2]s WHERE layout IS NULL OR layout < ? OR layout > ? OR promise_ms < ?"
 	writeMarkerFormat = "UPDATE sys_sequence SET worker_id = ?, instance = ?, updated_at = %[2]s WHERE service_name = ?"
+	poolLayoutText    = "SELECT instance FROM sys_sequence WHERE service_name = '" + schema.LayoutService + "'"
 	countRowsFormat   = "SELECT COUNT(*), %[1]s FROM sys_sequence_slot"
 	chunkRowsFormat   = "SELECT s.worker_id, (SELECT COUNT(*) FROM sys_sequence_slot), " +
 		"(SELECT MIN(promise_ms) FROM sys_sequence_slot WHERE expires_ms < %[1]s), " +
@@ -394,6 +399,7 @@ func (q *sqlText) shared(nowMs, ts, greatest, shareLock, forUpdate, conflictNoth
 		q.layoutMaxLocked = layoutMaxFormat + forUpdate // MySQL's (see layoutMax)
 	}
 	q.writeMarker, q.countRows, q.chunkRows = f(writeMarkerFormat), f(countRowsFormat), f(chunkRowsFormat)
+	q.poolLayout = poolLayoutText
 	q.liveAny, q.crossRows, q.raiseBelow, q.fenceRange = f(liveAnyFormat), f(crossRowsFormat), f(raiseBelowFormat), f(fenceRangeFormat)
 	if forUpdate != "" {
 		q.lockSlots = f(lockSlotsFormat)
