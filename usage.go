@@ -51,3 +51,15 @@ func ReadPoolUsage(ctx context.Context, db *sql.DB, dialectName string) (PoolUsa
 	return PoolUsage{Layout: u.Layout, Widen: u.Widen, Range: u.Range, Capacity: u.Capacity, WidenCapacity: u.WidenCapacity,
 		Live: u.Live, At: time.UnixMilli(u.NowMs).UTC()}, nil
 }
+
+// Capacities is the worker ids the pool hands out, by layout: the pool's
+// layout's Capacity, and while it widens the wider layout's
+// WidenCapacity. A layout of Live that it does not name is one the pool no
+// longer hands out (its slots live on until they expire).
+func (u PoolUsage) Capacities() map[string]int64 {
+	caps := map[string]int64{u.Layout: u.Capacity}
+	if u.Widen != "" {
+		caps[u.Widen] = u.WidenCapacity
+	}
+	return caps
+}

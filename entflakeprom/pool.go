@@ -133,10 +133,7 @@ func (c *PoolCollector) Collect(ch chan<- prometheus.Metric) {
 	if c.last.Layout == "" {
 		return // never read
 	}
-	caps := map[string]int64{c.last.Layout: c.last.Capacity}
-	if c.last.Widen != "" {
-		caps[c.last.Widen] = c.last.WidenCapacity
-	}
+	caps := c.last.Capacities()
 	for l, n := range caps {
 		ch <- prometheus.MustNewConstMetric(c.capacity, prometheus.GaugeValue, float64(n), l)
 		ch <- prometheus.MustNewConstMetric(c.live, prometheus.GaugeValue, float64(c.last.Live[l]), l)

@@ -478,10 +478,7 @@ func poolMetrics(ctx context.Context, db *sql.DB, d string, stdout io.Writer) er
 	if err != nil {
 		return fmt.Errorf("read the pool: %w", err)
 	}
-	caps := map[string]int64{u.Layout: u.Capacity}
-	if u.Widen != "" {
-		caps[u.Widen] = u.WidenCapacity
-	}
+	caps := u.Capacities()
 	layouts := make([]string, 0, len(caps)+len(u.Live))
 	for l := range caps {
 		layouts = append(layouts, l)
@@ -645,13 +642,11 @@ func checkRanges(d, dsn, set string, dsns []string, timeout time.Duration, stdou
 			"make the ranges disjoint (entflake range -set)\n", o.A+1, o.B+1, o.Lo, o.Hi)
 	}
 	if len(overlaps) > 0 {
-		return fmt.Errorf("the worker ranges overlap (%s); the check sees only the databases named", plural(len(overlaps), "overlap"))
+		return fmt.Errorf("the worker ranges overlap (%s); the check sees only the databases named", lease.Count(len(overlaps), "overlap"))
 	}
 	fmt.Fprintln(stdout, "no two ranges overlap (the check sees only the databases named)")
 	return nil
 }
-
-func plural(n int, noun string) string { return lease.Count(n, noun) }
 
 // ---- widen
 

@@ -237,10 +237,13 @@ func (s *session) widenStep(ctx context.Context, m markers, out *Widening, finis
 		ends, which = wd.from, "old"
 	}
 	if n := out.Live[ends]; n > 0 {
+		verb := "are"
+		if n == 1 {
+			verb = "is"
+		}
 		return p, wd, fmt.Errorf("%w: %s of the %s layout %q %s live: replace their instances first "+
 			"(a slot whose instance is gone, killed or crashed, frees itself when it expires: the last at %s)", ErrWidening,
-			Count(n, "slot"), which, ends, map[bool]string{true: "is", false: "are"}[n == 1],
-			time.UnixMilli(out.Expires[ends]).UTC().Format(time.RFC3339))
+			Count(n, "slot"), which, ends, verb, time.UnixMilli(out.Expires[ends]).UTC().Format(time.RFC3339))
 	}
 	return p, wd, s.settled(ctx, m)
 }
