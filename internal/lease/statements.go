@@ -73,9 +73,10 @@ import (
 //     cross-check that finds a row missing, count the rows again under a
 //     lock on every one of them (lockSlots, lockedCount in pool.go), so
 //     that a live holder's row deleted in between is a deficit (rule 2),
-//     not a row that was never there; a widening's finish and cancel lock
-//     the rows (widenCensus) before they count them (settled). Claims
-//     re-check what they read by their compare-and-set (rule 1).
+//     not a row that was never there; a widening's finish and cancel
+//     count the rows the same way (widenCensus), and judge that count
+//     (settled). Claims re-check what they read by their compare-and-set
+//     (rule 1).
 
 // sqlText is the text of every statement for one dialect. Fields named like
 // a format take the arguments listed beside them.

@@ -229,7 +229,8 @@ func (s *session) widenStep(ctx context.Context, m markers, out *Widening, finis
 	if !ok {
 		return p, wd, fmt.Errorf("%w: the pool (%q) is not widening", ErrWidening, p.layout)
 	}
-	if err := s.widenCensus(ctx, wd, out); err != nil {
+	count, nowMs, err := s.widenCensus(ctx, wd, out)
+	if err != nil {
 		return p, wd, err
 	}
 	ends, which := wd.to, "wider"
@@ -245,19 +246,17 @@ func (s *session) widenStep(ctx context.Context, m markers, out *Widening, finis
 			"(a slot whose instance is gone, killed or crashed, frees itself when it expires: the last at %s)", ErrWidening,
 			Count(n, "slot"), which, ends, verb, time.UnixMilli(out.Expires[ends]).UTC().Format(time.RFC3339))
 	}
-	return p, wd, s.settled(ctx, m)
+	return p, wd, settled(m, count, nowMs)
 }
 
 // settled refuses a finish or a cancel while slot rows may have been
 // deleted under live holders: rows fewer than the pool made (a deletion
 // no take has counted yet), a count not known, or a deletion window
-// (until) not yet past. A take counts them (lockedOnce), and the window
-// ends at the database's clock + the longest TTL.
-func (s *session) settled(ctx context.Context, m markers) error {
-	var count, nowMs int64
-	if err := s.x.QueryRowContext(ctx, s.q.countRows).Scan(&count, &nowMs); err != nil {
-		return fmt.Errorf("count the slot rows: %w", err)
-	}
+// (until) not yet past the database's clock nowMs. count is the slot
+// rows counted under the census's lock of every row (rule 3 of
+// statements.go). A take counts them (lockedOnce), and the window ends at
+// the database's clock + the longest TTL.
+func settled(m markers, count, nowMs int64) error {
 	st := m.slots()
 	switch {
 	case m.made < 0 || count < m.made:
@@ -324,7 +323,7 @@ func Widen(ctx context.Context, db *sql.DB, dialectName, to string, apply bool) 
 		if err != nil {
 			return false, err
 		}
-		if err := s.widenCensus(ctx, wd, &out); err != nil {
+		if _, _, err := s.widenCensus(ctx, wd, &out); err != nil {
 			return false, err
 		}
 		if !apply || p.widen == to {
@@ -425,24 +424,25 @@ func WidenStatus(ctx context.Context, db *sql.DB, dialectName string) (Widening,
 		if !ok {
 			wd = widening{from: p.layout, oldWorkers: 1 << 22} // no old worker id is shared
 		}
-		return false, s.widenCensus(ctx, wd, &out)
+		_, _, err := s.widenCensus(ctx, wd, &out)
+		return false, err
 	})
 	return out, err
 }
 
 // widenCensus counts the live slots of each layout, and lists the old
 // layout's live slots that the new one shares IDs with, after locking
-// every slot row (renewals in flight commit first).
-func (s *session) widenCensus(ctx context.Context, wd widening, out *Widening) error {
-	if s.q.lockSlots != "" {
-		if _, err := s.drain(ctx, s.q.lockSlots); err != nil {
-			return fmt.Errorf("lock the slots: %w", err)
-		}
+// every slot row (renewals in flight commit first); it returns the slot
+// rows counted under that lock and the database's clock read after it
+// (lockedCount).
+func (s *session) widenCensus(ctx context.Context, wd widening, out *Widening) (count, nowMs int64, err error) {
+	if count, nowMs, err = s.lockedCount(ctx); err != nil {
+		return 0, 0, err
 	}
 	// Every live slot: none is inside the empty range -1..-1.
 	now, live, err := s.liveOutside(ctx, -1, -1)
 	if err != nil {
-		return err
+		return 0, 0, err
 	}
 	out.NowMs, out.Live, out.Expires = now, map[string]int{}, map[string]int64{}
 	for _, h := range live {
@@ -452,7 +452,7 @@ func (s *session) widenCensus(ctx context.Context, wd widening, out *Widening) e
 			out.Shared = append(out.Shared, h)
 		}
 	}
-	return nil
+	return count, nowMs, nil
 }
 
 // slots is the '__slots__' row's text as an operator's step writes it
