@@ -130,8 +130,9 @@ func TestBinlogStatement(t *testing.T) {
 // stops every COMMIT; a blackholed network does the same) ends with the
 // caller's context: Renew, Release and Audit return within their deadline
 // with an error, instead of waiting for the server (go-sql-driver's
-// Tx.Commit watches no context; see tx). Nothing they ran was committed,
-// and once commits flow again the slot renews. The server is the test's own
+// Tx.Commit watches no context; see tx). Whether each COMMIT was carried
+// out later is the server's to decide; the state is one each allows, and
+// the next renewal agrees with it. The server is the test's own
 // (statementServer): BLOCK_COMMIT stops every commit on a server, and the
 // shared one serves other tests at the same time.
 func TestCommitEndsWithContext(t *testing.T) {
@@ -185,8 +186,23 @@ func TestCommitEndsWithContext(t *testing.T) {
 		assert.Less(t, elapsed, 2*time.Second, "%s returned with its 500 ms deadline, not when commits flowed again", c.name)
 	}
 	end()
+	// A COMMIT the server had received before the client hung up may still
+	// be carried out once commits flow (MariaDB notices the closed socket
+	// only at its next read, and a COMMIT waiting on the backup lock may
+	// not look before the lock is granted): whether each one committed is
+	// unknown to its caller. Either is safe: a raise its holder never saw
+	// acknowledged only makes the slot's next taker wait longer, and a
+	// release is the holder's last act under the slot.
+	// What the test holds to is that the state is one of the two each
+	// operation allows, and that the slot's next renewal agrees with it.
 	p, expires := promise()
-	assert.Equal(t, p0, p, "the renewal's raised promise was not committed")
-	assert.NotZero(t, expires, "the release was not committed")
-	require.NoError(t, Renew(ctx, h, 60_000, p0+1000), "the slot renews once commits flow")
+	assert.Contains(t, []int64{p0, p0 + 60_000}, p, "the promise is the old one or the renewal's, nothing else")
+	err = Renew(ctx, h, 60_000, p+1000)
+	if expires == 0 {
+		// The release committed after its caller had given up: the slot
+		// is free, and a renewal must not bring it back.
+		require.ErrorIs(t, err, ErrLost, "a renewal after a release that committed late")
+		return
+	}
+	require.NoError(t, err, "the slot renews once commits flow")
 }
