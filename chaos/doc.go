@@ -33,6 +33,9 @@
 //     CHAOS_ROUND (default 20s) per database. A round that fails names its
 //     seed: CHAOS_SEED=<seed> CHAOS_ROUND=<its length> reruns it alone.
 //   - CHAOS_PROCS: the fleet's processes (4).
+//   - CHAOS_KEEP: a directory where each round's files (the children's logs
+//     and histories) are kept, one directory per round, to read after a
+//     failure; without it they go with the test's temporary directory.
 //   - CHAOS_SCENARIO_RUNS: runs of each scenario in TestScenarios (1), with
 //     seeds CHAOS_SEED, +1, ...
 //   - CHAOS_MATRIX: the cells of TestMatrix: empty for CI's (ciCells), "all",

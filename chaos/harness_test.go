@@ -110,7 +110,17 @@ type round struct {
 func newRound(t *testing.T, b dbtest.Backend, db *dbtest.DB, seed uint64, rep *report) *round {
 	t.Helper()
 	childBin(t)
-	return &round{t: t, b: b, db: db, dir: t.TempDir(), seed: seed, rng: rand.New(rand.NewPCG(seed, 0x63686173)),
+	dir := t.TempDir()
+	if keep := os.Getenv("CHAOS_KEEP"); keep != "" {
+		// The round's files outlive it: the children's logs and
+		// histories, to read after a failure.
+		dir = filepath.Join(keep, strings.NewReplacer("/", "_").Replace(t.Name()))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatalf("CHAOS_KEEP: %v", err)
+		}
+		t.Logf("the round's files are kept in %s", dir)
+	}
+	return &round{t: t, b: b, db: db, dir: dir, seed: seed, rng: rand.New(rand.NewPCG(seed, 0x63686173)),
 		start: time.Now(), lay: defaultLayout, rep: rep, reserved: map[int64]bool{}}
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -46,7 +47,8 @@ func TestWalk(t *testing.T) {
 	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
 		for seed := first; seed < first+uint64(seeds); seed++ {
 			t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
-				w := &walk{t: t, b: b, db: b.Fresh(t).DB, rng: rand.New(rand.NewPCG(seed, 0x77616c6b)), acked: map[int64]int64{}}
+				w := &walk{t: t, b: b, db: b.Fresh(t).DB, rng: rand.New(rand.NewPCG(seed, 0x77616c6b)),
+					acked: map[walkKey]int64{}, latest: map[walkKey]*walker{}, done: map[string]int{}, layout: walkNarrow}
 				for i := 0; i < steps && !t.Failed(); i++ {
 					w.step()
 				}
@@ -70,10 +72,40 @@ func walkEnv(t *testing.T, name string, def int) int {
 	return n
 }
 
-// walkLayout has 16 worker ids, so that holders meet on them often.
-const walkLayout = "0/4/18 2024-01-01T00:00:00.000Z"
+// walkLay is a layout of the walk's: a narrow one of 16 worker ids, so that
+// holders meet on them often, and one a worker bit wider, which the pool
+// changes or widens to. Their epochs are one: their time fields are in
+// one frame.
+type walkLay struct {
+	tag     string
+	workers int64
+	bits    int
+}
 
-const walkWorkers = 16
+var (
+	walkNarrow = walkLay{"0/4/18 2024-01-01T00:00:00.000Z", 16, 4}
+	walkWide   = walkLay{"0/5/17 2024-01-01T00:00:00.000Z", 32, 5}
+)
+
+// walkKey is a worker id of a layout.
+type walkKey struct {
+	layout string
+	worker int64
+}
+
+// meet reports whether IDs of the two could be equal: the same worker id of
+// one layout, or, across the two, a wide worker id whose high bits are the
+// narrow one (the wide layout's extra worker bit is the narrow one's
+// highest sequence bit).
+func (a walkKey) meet(b walkKey) bool {
+	if a.layout == b.layout {
+		return a.worker == b.worker
+	}
+	if a.layout == walkWide.tag {
+		a, b = b, a
+	}
+	return b.worker>>(walkWide.bits-walkNarrow.bits) == a.worker
+}
 
 // walkLongestTTL is the longest TTL of a walk's holders.
 const walkLongestTTL = 800 * time.Millisecond
@@ -82,11 +114,26 @@ const walkLongestTTL = 800 * time.Millisecond
 // model's exclusions.
 type poolState struct {
 	bothLost bool    // neither pool row is there and readable
-	missing  []int64 // worker ids without a slot row
+	missing  []int64 // worker ids (of the wide layout's range) without a slot row
+	rows     int     // slot rows
 }
 
 // wiped: no slot row and both pool rows lost, which a fresh pool also is.
-func (p poolState) wiped() bool { return p.bothLost && len(p.missing) == walkWorkers }
+func (p poolState) wiped() bool { return p.bothLost && p.rows == 0 }
+
+// poolLayout follows the pool's layout, as its '__layout__' row says.
+func (w *walk) poolLayout() {
+	var t sql.NullString
+	if w.db.QueryRow("SELECT instance FROM sys_sequence WHERE service_name = '__layout__'").Scan(&t) != nil {
+		return
+	}
+	for _, l := range []walkLay{walkNarrow, walkWide} {
+		if parsePoolText(t.String).layout == l.tag && w.layout != l {
+			w.layout = l
+			w.note("the pool's layout is %s", l.tag)
+		}
+	}
+}
 
 func (w *walk) state(ctx context.Context) poolState {
 	var p poolState
@@ -103,11 +150,12 @@ func (w *walk) state(ctx context.Context) poolState {
 			var id int64
 			if rows.Scan(&id) == nil {
 				have[id] = true
+				p.rows++
 			}
 		}
 		rows.Close()
 	}
-	for id := int64(0); id < walkWorkers; id++ {
+	for id := int64(0); id < walkWide.workers; id++ {
 		if !have[id] {
 			p.missing = append(p.missing, id)
 		}
@@ -117,6 +165,7 @@ func (w *walk) state(ctx context.Context) poolState {
 
 // walker is one holding of the walk.
 type walker struct {
+	k     walkKey
 	r     Request
 	s     Slot
 	acked int64 // the highest promise acknowledged to it
@@ -129,10 +178,15 @@ type walk struct {
 	rng   *rand.Rand
 	n     int
 	live  []*walker
-	acked map[int64]int64 // worker id: the highest promise acknowledged to any holder of it
-	// latest is the latest holding of each worker id.
-	latest map[int64]*walker
+	// acked is the highest promise acknowledged to any holder of a worker
+	// id of a layout.
+	acked map[walkKey]int64
+	// latest is the latest holding of each worker id of a layout.
+	latest map[walkKey]*walker
 	lo, hi int64 // the range the walk last set (0, 0: none)
+	// layout is the layout the walk's takes mostly ask for: the pool's as
+	// the walk last changed it.
+	layout walkLay
 	log    []string
 	done   map[string]int
 }
@@ -157,12 +211,10 @@ var walkActions = []struct {
 	{"delete-row", 3}, {"delete-rows", 1},
 	{"edit-slots", 2}, {"edit-layout", 2},
 	{"range", 2}, {"range-undo", 2},
+	{"widen", 2}, {"finish", 2}, {"cancel", 2},
 }
 
 func (w *walk) step() {
-	if w.done == nil {
-		w.done, w.latest = map[string]int{}, map[int64]*walker{}
-	}
 	total := 0
 	for _, a := range walkActions {
 		total += a.weight
@@ -176,6 +228,7 @@ func (w *walk) step() {
 		}
 	}
 	w.done[name]++
+	defer w.poolLayout()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	switch name {
@@ -196,7 +249,7 @@ func (w *walk) step() {
 		w.note("renew %s worker %d to %d: %v", h.r.Instance, h.s.WorkerID, promise, err)
 		switch {
 		case err == nil:
-			if l := w.latest[h.s.WorkerID]; l != h {
+			if l := w.latest[h.k]; l != h {
 				w.t.Errorf("%s renewed worker id %d, which %s took after it", h.r.Instance, h.s.WorkerID, l.r.Instance)
 			}
 			w.ack(h, promise)
@@ -216,7 +269,7 @@ func (w *walk) step() {
 		w.note("sleep %v", d)
 		time.Sleep(d)
 	case "delete-row":
-		id := w.rng.Int64N(walkWorkers)
+		id := w.rng.Int64N(w.layout.workers)
 		if len(w.live) > 0 && w.rng.IntN(2) == 0 {
 			id = w.live[w.rng.IntN(len(w.live))].s.WorkerID
 		}
@@ -235,13 +288,23 @@ func (w *walk) step() {
 			"UPDATE sys_sequence SET instance = NULL WHERE service_name = '__layout__'",
 		}[w.rng.IntN(2)])
 	case "range":
-		size := 4 + w.rng.Int64N(walkWorkers/2-3)
-		lo := w.rng.Int64N(walkWorkers - size + 1)
+		n := w.layout.workers
+		size := 4 + w.rng.Int64N(n/2-3)
+		lo := w.rng.Int64N(n - size + 1)
 		c, err := SetRange(ctx, w.db, w.b.Dialect, lo, lo+size-1, false, true)
 		w.note("range %d-%d: applied %v, %d live outside: %v", lo, lo+size-1, c.Applied, len(c.Outside), err)
 		if err == nil {
 			w.lo, w.hi = lo, lo+size-1
 		}
+	case "widen":
+		wd, err := Widen(ctx, w.db, w.b.Dialect, walkWide.tag, true)
+		w.note("widen: applied %v: %v", wd.Applied, err)
+	case "finish":
+		wd, err := FinishWiden(ctx, w.db, w.b.Dialect, true)
+		w.note("finish the widening: applied %v: %v", wd.Applied, err)
+	case "cancel":
+		wd, err := CancelWiden(ctx, w.db, w.b.Dialect, true)
+		w.note("cancel the widening: applied %v: %v", wd.Applied, err)
 	case "range-undo":
 		c, err := SetRange(ctx, w.db, w.b.Dialect, 0, 0, false, true)
 		w.note("range undone: applied %v: %v", c.Applied, err)
@@ -256,9 +319,15 @@ func (w *walk) step() {
 func (w *walk) take(ctx context.Context) {
 	w.n++
 	ttl := []time.Duration{300 * time.Millisecond, walkLongestTTL}[w.rng.IntN(2)]
+	lay := w.layout
+	if w.rng.IntN(6) == 0 {
+		// The other layout: a change of the pool's, refused while a slot
+		// of its own lives; or, while the pool widens, a starter of it.
+		lay = map[bool]walkLay{true: walkWide, false: walkNarrow}[lay == walkNarrow]
+	}
 	r := Request{DB: w.db, Dialect: w.b.Dialect, Service: "walk", Instance: fmt.Sprintf("w%d@h@1@1", w.n),
-		Workers: walkWorkers, Layout: walkLayout, TTL: ttl, Horizon: ttl / 2}
-	if w.rng.IntN(4) > 0 {
+		Workers: lay.workers, Layout: lay.tag, TTL: ttl, Horizon: ttl / 2}
+	if w.rng.IntN(4) > 0 && w.hi < lay.workers {
 		r.Lo, r.Hi = w.lo, w.hi
 	}
 	// The holder's clock: the database's, or off by up to its margin
@@ -282,7 +351,7 @@ func (w *walk) take(ctx context.Context) {
 		// Both tables wiped: the pool is new, and what it knew is gone
 		// (an exclusion of docs/guarantees.md).
 		w.note("the pool reads as new: its history is forgotten")
-		w.acked = map[int64]int64{}
+		w.acked = map[walkKey]int64{}
 	}
 	s, err := Take(ctx, r)
 	if after := w.state(ctx); before.bothLost && !before.wiped() && !after.bothLost {
@@ -291,9 +360,9 @@ func (w *walk) take(ctx context.Context) {
 		// holder of a longer TTL may issue for that much longer (an
 		// exclusion of docs/guarantees.md, with its bound).
 		excuse := walkLongestTTL.Milliseconds() - ttl.Milliseconds()
-		for _, id := range before.missing {
-			if excuse > 0 && w.acked[id] > 0 {
-				w.acked[id] -= excuse
+		for k := range w.acked {
+			if excuse > 0 && slices.Contains(before.missing, k.worker) {
+				w.acked[k] -= excuse
 			}
 		}
 		w.note("both pool rows put back over %d rows missing: earlier promises of theirs excused by %d ms", len(before.missing), excuse)
@@ -308,12 +377,15 @@ func (w *walk) take(ctx context.Context) {
 	}
 	w.note("take %s (%s, range %d-%d, skew %v): worker %d fence %d floor %d promise %d", r.Instance, what, r.Lo, r.Hi,
 		skew, s.WorkerID, s.Fence, s.Floor, s.Promise)
-	if prev, ok := w.acked[s.WorkerID]; ok && s.Floor <= prev {
-		w.t.Errorf("%s took worker id %d with floor %d, at or below %d, a promise acknowledged to an earlier holder: "+
-			"their IDs may be equal", r.Instance, s.WorkerID, s.Floor, prev)
+	k := walkKey{lay.tag, s.WorkerID}
+	for o, prev := range w.acked {
+		if o.meet(k) && s.Floor <= prev {
+			w.t.Errorf("%s took worker id %d of %s with floor %d, at or below %d, a promise acknowledged to an earlier "+
+				"holder of worker id %d of %s: their IDs may be equal", r.Instance, s.WorkerID, lay.tag, s.Floor, prev, o.worker, o.layout)
+		}
 	}
-	h := &walker{r: r, s: s}
-	w.latest[s.WorkerID] = h
+	h := &walker{r: r, s: s, k: k}
+	w.latest[k] = h
 	w.live = append(w.live, h)
 	w.ack(h, s.Promise)
 }
@@ -327,7 +399,7 @@ func (h *walker) now() time.Time {
 
 func (w *walk) ack(h *walker, promise int64) {
 	h.acked = max(h.acked, promise)
-	w.acked[h.s.WorkerID] = max(w.acked[h.s.WorkerID], promise)
+	w.acked[h.k] = max(w.acked[h.k], promise)
 }
 
 func (w *walk) drop(h *walker) {
