@@ -172,12 +172,12 @@ type walker struct {
 }
 
 type walk struct {
-	t     *testing.T
-	b     dbtest.Backend
-	db    *sql.DB
-	rng   *rand.Rand
-	n     int
-	live  []*walker
+	t    *testing.T
+	b    dbtest.Backend
+	db   *sql.DB
+	rng  *rand.Rand
+	n    int
+	live []*walker
 	// acked is the highest promise acknowledged to any holder of a worker
 	// id of a layout.
 	acked map[walkKey]int64
