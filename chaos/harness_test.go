@@ -119,6 +119,9 @@ func newRound(t *testing.T, b dbtest.Backend, db *dbtest.DB, seed uint64, rep *r
 			t.Fatalf("CHAOS_KEEP: %v", err)
 		}
 		t.Logf("the round's files are kept in %s", dir)
+		if b.Dialect == dialect.SQLite {
+			audit(t, db.DB, filepath.Join(dir, "audit.tsv"))
+		}
 	}
 	return &round{t: t, b: b, db: db, dir: dir, seed: seed, rng: rand.New(rand.NewPCG(seed, 0x63686173)),
 		start: time.Now(), lay: defaultLayout, rep: rep, reserved: map[int64]bool{}}
@@ -796,6 +799,63 @@ func editMarker(db *sql.DB, kind string, rng *rand.Rand) (int64, error) {
 		return 0, err
 	}
 	return res.RowsAffected()
+}
+
+// audit makes the lease's tables in a SQLite database before the round,
+// with triggers that record every write to their rows (the database's
+// clock, the statement, the row as it was written or deleted) in a table
+// of the round's own, which is written to file when the round ends: what
+// the child processes' logs cannot say, the order in which the rows moved.
+// Only with CHAOS_KEEP: the triggers cost every write a row more.
+func audit(t *testing.T, db *sql.DB, file string) {
+	t.Helper()
+	stmts, err := schema.CreateStatements(dialect.SQLite)
+	if err != nil {
+		t.Fatalf("audit: %v", err)
+	}
+	const now = "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)"
+	stmts = append(stmts, "CREATE TABLE chaos_audit (at INTEGER, tbl TEXT, op TEXT, worker INTEGER, fence INTEGER, "+
+		"instance TEXT, expires INTEGER, promise INTEGER, layout TEXT)")
+	for _, op := range []struct{ name, row string }{{"INSERT", "NEW"}, {"UPDATE", "NEW"}, {"DELETE", "OLD"}} {
+		stmts = append(stmts,
+			fmt.Sprintf("CREATE TRIGGER chaos_audit_slot_%[1]s AFTER %[1]s ON sys_sequence_slot BEGIN INSERT INTO chaos_audit "+
+				"VALUES (%[3]s, 'slot', '%[1]s', %[2]s.worker_id, %[2]s.fence, %[2]s.instance, %[2]s.expires_ms, %[2]s.promise_ms, %[2]s.layout); END",
+				op.name, op.row, now),
+			fmt.Sprintf("CREATE TRIGGER chaos_audit_pool_%[1]s AFTER %[1]s ON sys_sequence BEGIN INSERT INTO chaos_audit "+
+				"VALUES (%[3]s, 'pool', '%[1]s', %[2]s.worker_id, NULL, %[2]s.instance, NULL, NULL, %[2]s.service_name); END",
+				op.name, op.row, now))
+	}
+	for _, q := range stmts {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("audit: %s: %v", q, err)
+		}
+	}
+	t.Cleanup(func() {
+		rows, err := db.Query("SELECT at, tbl, op, worker, fence, instance, expires, promise, layout FROM chaos_audit ORDER BY rowid")
+		if err != nil {
+			t.Logf("audit: %v", err)
+			return
+		}
+		defer rows.Close()
+		var b strings.Builder
+		for rows.Next() {
+			var (
+				at                           int64
+				tbl, op                      string
+				worker, fence, expires, prom sql.NullInt64
+				instance, layout             sql.NullString
+			)
+			if err := rows.Scan(&at, &tbl, &op, &worker, &fence, &instance, &expires, &prom, &layout); err != nil {
+				t.Logf("audit: %v", err)
+				return
+			}
+			fmt.Fprintf(&b, "%s\t%s\t%s\t%v\t%v\t%s\t%v\t%v\t%s\n", time.UnixMilli(at).UTC().Format("15:04:05.000"), tbl, op,
+				worker.Int64, fence.Int64, instance.String, expires.Int64, prom.Int64, layout.String)
+		}
+		if err := os.WriteFile(file, []byte(b.String()), 0o644); err != nil {
+			t.Logf("audit: %v", err)
+		}
+	})
 }
 
 // deleteSlots deletes slot rows: one worker's (worker >= 0) or all.

@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"testing"
 	"time"
@@ -117,6 +118,68 @@ func TestCancelFloorsDeletedRows(t *testing.T) {
 			assert.Greater(t, s.Floor, lost.Promise, "old 256 starts above the IDs new 1024 issued")
 		} else if !errors.Is(err, ErrFloorAhead) {
 			t.Fatalf("old 256: %v", err)
+		}
+	})
+}
+
+// TestOperatorKeepsLostSlotsRow (issue 32, the range-online breach): a
+// holder's row is deleted while it lives; a take finds the '__slots__' row
+// unreadable, counts the rows that survive and covers the missing one with
+// its window (until); the '__slots__' row is made unreadable again, and an
+// operator's change (a range set, a widening started or cancelled) runs
+// before any take. Before, the change wrote the row back as it read it,
+// NULL read as nothing: a readable row with no window and the count of the
+// rows that survive, so the row made again for the next holder started
+// below the lost holder's promise. Now the change refuses while a pool's
+// row is lost, and the next take puts it back at its worst.
+func TestOperatorKeepsLostSlotsRow(t *testing.T) {
+	changes := map[string]func(ctx context.Context, db *sql.DB, d string) error{
+		"range": func(ctx context.Context, db *sql.DB, d string) error {
+			_, err := SetRange(ctx, db, d, 0, 511, false, true)
+			return err
+		},
+		"widen": func(ctx context.Context, db *sql.DB, d string) error {
+			_, err := Widen(ctx, db, d, wideLayout, true)
+			return err
+		},
+		"cancel": func(ctx context.Context, db *sql.DB, d string) error {
+			_, err := CancelWiden(ctx, db, d, true)
+			return err
+		},
+	}
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		for name, change := range changes {
+			db := b.Fresh(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			if name == "cancel" {
+				_, err := Widen(ctx, db.DB, b.Dialect, wideLayout, true)
+				require.Error(t, err, "no pool yet")
+			}
+			lost := take(t, holder(db.DB, b.Dialect, "lost5@h@1@1", testLayout, 5))
+			if name == "cancel" {
+				_, err := Widen(ctx, db.DB, b.Dialect, wideLayout, true)
+				require.NoError(t, err)
+				settle(t, b)
+			}
+			unreadable := "UPDATE sys_sequence SET instance = NULL WHERE service_name = '__slots__'"
+			for _, stmt := range []string{"DELETE FROM sys_sequence_slot WHERE worker_id = 5", unreadable} {
+				_, err := db.ExecContext(ctx, stmt)
+				require.NoError(t, err, stmt)
+			}
+			// This take puts the row back, with the window over row 5.
+			take(t, holder(db.DB, b.Dialect, "other7@h@1@1", testLayout, 7))
+			_, err := db.ExecContext(ctx, unreadable)
+			require.NoError(t, err)
+			err = change(ctx, db.DB, b.Dialect)
+			require.ErrorIs(t, err, ErrNoPool, "%s: a change over a lost '__slots__' row", name)
+			assert.Contains(t, err.Error(), "__slots__", name)
+			s, err := tryTake(holder(db.DB, b.Dialect, "next5@h@1@1", testLayout, 5))
+			if err == nil {
+				assert.Greater(t, s.Floor, lost.Promise, "%s: the next holder of row 5 starts above the lost holder's promise", name)
+			} else {
+				require.ErrorIs(t, err, ErrFloorAhead, name)
+			}
+			cancel()
 		}
 	})
 }

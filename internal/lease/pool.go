@@ -283,15 +283,9 @@ func (s *session) lockedOnce(ctx context.Context, workerID int64, decide func(ro
 	// nothing says it was used: no slot row, and neither pool row has what
 	// a take writes. One pool row that does, beside one lost, means the slot
 	// rows may have been deleted with it.
-	layoutKnown, slotsKnown := knownLayout(m.layoutText), m.made >= 0 && st.ttl > 0
+	layoutKnown, slotsKnown := m.known()
 	used := layoutKnown || slotsKnown && (m.made > 0 || st.until > 0)
-	var lost []string
-	if !layoutKnown {
-		lost = append(lost, schema.LayoutService)
-	}
-	if !slotsKnown {
-		lost = append(lost, schema.SlotsService)
-	}
+	lost := m.lost()
 	// The longest TTL is kept in both rows (in '__layout__', its
 	// worker_id): one deleted or edited, the other still knows it.
 	st.ttl = max(st.ttl, m.layoutTTL)
@@ -827,6 +821,30 @@ func (s *session) beginLocked(ctx context.Context) (end func(commit bool) error,
 		_, err := s.conn.ExecContext(rctx, "ROLLBACK")
 		return err
 	}, nil
+}
+
+// known reports which of the pool's rows read as something: the
+// '__layout__' row a layout that parses, the '__slots__' row a count and a
+// TTL. A row missing, NULL, -1 or unparseable has lost what it knew.
+func (m markers) known() (layout, slots bool) {
+	return knownLayout(m.layoutText), m.hasSlots && m.made >= 0 && parseSlots(m.slotsText).ttl > 0
+}
+
+// lost names the pool's rows that have lost what they knew (see known).
+// Only the locked take puts them back, from what survives and at its
+// worst (rule 2 of statements.go): anything else that writes the pool's
+// rows refuses while one is lost (operate), since writing back what it
+// read would make a lost window, or a lost count, read as none.
+func (m markers) lost() []string {
+	layout, slots := m.known()
+	var lost []string
+	if !layout {
+		lost = append(lost, schema.LayoutService)
+	}
+	if !slots {
+		lost = append(lost, schema.SlotsService)
+	}
+	return lost
 }
 
 // lockMarkers reads the pool's rows with an exclusive lock.

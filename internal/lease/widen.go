@@ -496,8 +496,11 @@ func operate(ctx context.Context, db *sql.DB, dialectName string, f func(*sessio
 		return false, err
 	}
 	m, err := s.lockMarkers(ctx)
-	if err == nil && (!m.hasLayout || !m.hasSlots || !knownLayout(m.layoutText)) {
-		err = fmt.Errorf("%w (or its '%s' row is lost: the next take puts it back)", ErrNoPool, schema.LayoutService)
+	if lost := m.lost(); err == nil && len(lost) > 0 {
+		// A pool's row that read as nothing is put back by the next take,
+		// at its worst (markers.lost): a change written over it would
+		// write back what this read found, nothing, as if it were so.
+		err = fmt.Errorf("%w (or its %s lost: the next take puts it back)", ErrNoPool, lostRows(lost))
 	}
 	commit := false
 	if err == nil {
@@ -511,6 +514,15 @@ func operate(ctx context.Context, db *sql.DB, dialectName string, f func(*sessio
 		return false, fmt.Errorf("commit: %w", err)
 	}
 	return true, nil
+}
+
+// lostRows names lost pool rows in an error: "'__slots__' row is",
+// "'__layout__' and '__slots__' rows are".
+func lostRows(lost []string) string {
+	if len(lost) == 1 {
+		return "'" + lost[0] + "' row is"
+	}
+	return "'" + strings.Join(lost, "' and '") + "' rows are"
 }
 
 // Count is n and the noun, plural unless n is 1: "1 slot", "3 slots".
