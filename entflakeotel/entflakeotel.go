@@ -25,6 +25,13 @@
 //	entflake.worker.id               Gauge          (none)      WorkerID, with entflake.worker.source = Source
 //	entflake.lease.status            UpDownCounter  1           LeaseState: 1 for the current entflake.lease.state, 0 for the others
 //
+// RegisterPool reports a pool's capacity (one per database, not per
+// generator), read at most once per interval:
+//
+//	entflake.pool.slots.usage        UpDownCounter  {slot}      live slots, by entflake.layout
+//	entflake.pool.slots.limit        UpDownCounter  {slot}      worker ids the pool hands out, by entflake.layout
+//	entflake.pool.read.ok            Gauge          1           1 when the last read succeeded
+//
 // entflake.lease.status follows the semantic conventions' state metrics: one
 // series per state, so that a sum over instances counts the instances in
 // each state. error.type is one of fenced, clock_backwards,
