@@ -165,6 +165,54 @@ func dbFlags(fs *flag.FlagSet) (d, dsn *string) {
 	return d, dsn
 }
 
+// dbCommand is a command that reads the database: its flag set, with
+// -dialect, -dsn and -timeout defined, which parse checks and connect
+// uses.
+type dbCommand struct {
+	*flag.FlagSet
+	dialect, dsn *string
+	timeout      *time.Duration
+}
+
+// newDBCommand is the command name (entflake holders) writing its usage
+// to stderr, whose -timeout (default timeout) bounds what usage says.
+func newDBCommand(name string, stderr io.Writer, timeout time.Duration, usage string) *dbCommand {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	c := &dbCommand{FlagSet: fs}
+	c.dialect, c.dsn = dbFlags(fs)
+	c.timeout = fs.Duration("timeout", timeout, usage)
+	return c
+}
+
+// parse parses args, which must be flags only, and checks them (check).
+func (c *dbCommand) parse(args []string) error {
+	if err := parse(c.FlagSet, args); err != nil {
+		return err
+	}
+	return c.check()
+}
+
+// check refuses arguments after the flags, and checks -dialect, -dsn and
+// -timeout.
+func (c *dbCommand) check() error {
+	if c.NArg() > 0 {
+		return usagef("unexpected arguments %q", c.Args())
+	}
+	return checkDBFlags(*c.dialect, *c.dsn, *c.timeout)
+}
+
+// connect opens -dsn within -timeout, which ctx then bounds; release
+// closes the database and cancels ctx.
+func (c *dbCommand) connect() (ctx context.Context, db *sql.DB, release func(), err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), *c.timeout)
+	if db, err = open(ctx, *c.dialect, *c.dsn); err != nil {
+		cancel()
+		return nil, nil, nil, err
+	}
+	return ctx, db, func() { db.Close(); cancel() }, nil
+}
+
 // checkDBFlags checks -dialect, -dsn and -timeout.
 func checkDBFlags(d, dsn string, timeout time.Duration) error {
 	if err := dialectFlag(d); err != nil {
@@ -394,32 +442,22 @@ type holderJSON struct {
 }
 
 func holders(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("entflake holders", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	d, dsn := dbFlags(fs)
+	fs := newDBCommand("entflake holders", stderr, 10*time.Second, "bound on connecting and reading")
+	d := fs.dialect
 	all := fs.Bool("all", false, "show released slots too")
 	asJSON := fs.Bool("json", false, "one JSON object a line instead of a table")
 	prom := fs.Bool("prom", false, "the pool's live slots and capacity, in Prometheus's text format (for a textfile collector)")
-	timeout := fs.Duration("timeout", 10*time.Second, "bound on connecting and reading")
-	if err := parse(fs, args); err != nil {
+	if err := fs.parse(args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected arguments %q", fs.Args())
 	}
 	if *prom && (*all || *asJSON) {
 		return usagef("-prom goes with neither -all nor -json")
 	}
-	if err := checkDBFlags(*d, *dsn, *timeout); err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-	defer cancel()
-	db, err := open(ctx, *d, *dsn)
+	ctx, db, release, err := fs.connect()
 	if err != nil {
 		return err
 	}
-	defer db.Close()
+	defer release()
 	if *prom {
 		return poolMetrics(ctx, db, *d, stdout)
 	}
@@ -512,24 +550,20 @@ func poolMetrics(ctx context.Context, db *sql.DB, d string, stdout io.Writer) er
 // ---- range
 
 func workerRange(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("entflake range", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	d, dsn := dbFlags(fs)
+	fs := newDBCommand("entflake range", stderr, 10*time.Second, "bound on connecting, the pool's locks, and the change")
+	d := fs.dialect
 	set := fs.String("set", "", `the new worker range, "LO-HI" (both included), or "all" for the whole layout`)
 	apply := fs.Bool("apply", false, "with -set: make the change (without it, a dry run says what it would do)")
 	check := fs.Bool("check", false, "compare the ranges of the pools whose DSNs follow (one per database of the fleet): "+
 		"exit status 1 when two overlap")
-	timeout := fs.Duration("timeout", 10*time.Second, "bound on connecting, the pool's locks, and the change")
-	if err := parse(fs, args); err != nil {
+	if err := parse(fs.FlagSet, args); err != nil {
 		return err
 	}
 	if *check {
-		return checkRanges(*d, *dsn, *set, fs.Args(), *timeout, stdout)
+		// The DSNs follow the flags as arguments, one per database.
+		return checkRanges(*d, *fs.dsn, *set, fs.Args(), *fs.timeout, stdout)
 	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected arguments %q", fs.Args())
-	}
-	if err := checkDBFlags(*d, *dsn, *timeout); err != nil {
+	if err := fs.check(); err != nil {
 		return err
 	}
 	if *apply && *set == "" {
@@ -548,13 +582,11 @@ func workerRange(args []string, stdout, stderr io.Writer) error {
 			return usagef("-set %q: a range holds at least two worker ids", *set)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-	defer cancel()
-	db, err := open(ctx, *d, *dsn)
+	ctx, db, release, err := fs.connect()
 	if err != nil {
 		return err
 	}
-	defer db.Close()
+	defer release()
 	c, err := lease.SetRange(ctx, db, *d, lo, hi, *set == "", *apply)
 	if err != nil {
 		return err
@@ -651,21 +683,13 @@ func checkRanges(d, dsn, set string, dsns []string, timeout time.Duration, stdou
 // ---- widen
 
 func widen(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("entflake widen", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	d, dsn := dbFlags(fs)
+	fs := newDBCommand("entflake widen", stderr, 10*time.Second, "bound on connecting, the pool's locks, and the change")
+	d := fs.dialect
 	to := fs.String("to", "", "start widening to this layout, clock-sequence/worker/sequence bits (0/12/10)")
 	finish := fs.Bool("finish", false, "finish the widening: the wider layout becomes the pool's (once no old instance is live)")
 	cancelW := fs.Bool("cancel", false, "cancel the widening: the old layout stays the pool's (while no new instance is live)")
 	apply := fs.Bool("apply", false, "make the change (without it, a dry run says what it would do)")
-	timeout := fs.Duration("timeout", 10*time.Second, "bound on connecting, the pool's locks, and the change")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected arguments %q", fs.Args())
-	}
-	if err := checkDBFlags(*d, *dsn, *timeout); err != nil {
+	if err := fs.parse(args); err != nil {
 		return err
 	}
 	steps := 0
@@ -687,13 +711,11 @@ func widen(args []string, stdout, stderr io.Writer) error {
 			return usagef("-to: %w", err)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-	defer cancel()
-	db, err := open(ctx, *d, *dsn)
+	ctx, db, release, err := fs.connect()
 	if err != nil {
 		return err
 	}
-	defer db.Close()
+	defer release()
 	var (
 		w    entflake.Widening
 		done string
@@ -828,21 +850,13 @@ func open(ctx context.Context, d, dsn string) (*sql.DB, error) {
 // adoptCmd shows, and with -apply makes, the change of an existing
 // project's id columns (entflake.AdoptTables).
 func adoptCmd(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("entflake adopt", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	d, dsn := dbFlags(fs)
+	fs := newDBCommand("entflake adopt", stderr, time.Minute, "bound on connecting and the change (a SQLite rebuild copies every row)")
+	d := fs.dialect
 	tables := fs.String("tables", "", "the tables of the types given the SnowflakeID mixin, comma-separated")
 	epochFlag := fs.String("epoch", entflake.DefaultEpoch.Format(time.RFC3339),
 		"the generator's epoch: RFC 3339 (2024-01-01T00:00:00Z) or Unix milliseconds")
 	apply := fs.Bool("apply", false, "make the change (without it, a dry run says what it would do)")
-	timeout := fs.Duration("timeout", time.Minute, "bound on connecting and the change (a SQLite rebuild copies every row)")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected arguments %q", fs.Args())
-	}
-	if err := checkDBFlags(*d, *dsn, *timeout); err != nil {
+	if err := fs.parse(args); err != nil {
 		return err
 	}
 	var names []string
@@ -858,13 +872,11 @@ func adoptCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return usagef("-epoch %q: %w", *epochFlag, err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-	defer cancel()
-	db, err := open(ctx, *d, *dsn)
+	ctx, db, release, err := fs.connect()
 	if err != nil {
 		return err
 	}
-	defer db.Close()
+	defer release()
 	quiet := slog.New(slog.DiscardHandler) // this command prints what it did
 	a, err := entflake.AdoptTables(ctx, db, *d, names, *apply, entflake.WithEpoch(epoch), entflake.WithLogger(quiet))
 	if err != nil {

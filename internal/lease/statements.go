@@ -63,7 +63,11 @@ import (
 //     (heldWidening), and every take checks the other layout's rows. A
 //     step that ends state (a cancel, a finish) floors above what was
 //     lost with it: the end of the last deletion window, above every
-//     promise of a row found deleted.
+//     promise of a row found deleted. Only the locked take puts a lost
+//     marker row back, at its worst: an operator's change (operate: a
+//     range, a widening's start, finish or cancel) refuses while one is
+//     lost, since writing back what it read would make a lost window
+//     and count read as none, and a row made again start at 1.
 //  3. A fact a decision rests on is read inside the transaction that acts
 //     on it, under the locks that keep it true until the write lands, or
 //     re-checked by the write's own compare-and-set; no count or read
