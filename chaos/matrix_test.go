@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -97,7 +98,7 @@ var phases = []string{"before", "answer"}
 // cell.act).
 var actions = []string{"none", "take", "renew", "release", "delete-row", "delete-rows", "delete-layout", "edit-layout",
 	"delete-slots", "edit-slots", "delete-row-layout", "forge-layout", "widen", "narrow", "epoch", "ttl", "clock-step",
-	"widen-online"}
+	"widen-online", "lost-operate"}
 
 // ciCells are the cells CI runs on each database: the cells that found
 // issue 22's holes on the code before its fixes (the first six; the
@@ -117,6 +118,9 @@ var ciCells = []string{
 	// takes a worker id whose IDs are X's (or G's), and the operator tries
 	// to finish.
 	"claim/before×widen-online", "renew/answer×widen-online", "lookup-old/answer×widen-online",
+	// Issue 32's range-online class, found by the long run's oracle: an
+	// operator's change over a lost '__slots__' row.
+	"claim/before×lost-operate",
 }
 
 var (
@@ -584,6 +588,28 @@ func (c *cell) act() {
 		c.openWait(o, "W", c.spec("wide", to, v), 4*time.Second)
 		_, err = lease.FinishWiden(ctx, c.r.db.DB, c.r.b.Dialect, true)
 		c.note("finish: %v", err)
+	case "lost-operate":
+		// Two actions that alone show nothing (issue 32's range-online
+		// breach): H lives on w; w's row and its mate's are deleted and
+		// '__slots__' made unreadable; P's take of another worker id puts
+		// the row back, its window over w's holder; '__slots__' is made
+		// unreadable again, and the operator starts (or cancels) a
+		// widening before any take; then w's row is made again. The
+		// change must not write back the lost row as one without a window.
+		holder()
+		deleteRows(false)
+		unreadable := "UPDATE sys_sequence SET instance = NULL WHERE service_name = '" + schema.SlotsService + "'"
+		c.exec(unreadable)
+		c.openWait(o, "P", c.spec("p", layoutNew, w^4), 4*time.Second)
+		c.exec(unreadable)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err := lease.Widen(ctx, c.r.db.DB, c.r.b.Dialect, layoutWide.String(), true)
+		if errors.Is(err, lease.ErrWidening) {
+			_, err = lease.CancelWiden(ctx, c.r.db.DB, c.r.b.Dialect, true)
+		}
+		c.note("the operator's change over the lost row: %v", err)
+		remake()
 	case "epoch":
 		s := c.spec("epoch", layoutNew, c.mate())
 		shift := between(c.rng, 500*time.Millisecond, 3*time.Second)
