@@ -183,3 +183,46 @@ func TestOperatorKeepsLostSlotsRow(t *testing.T) {
 		}
 	})
 }
+
+// TestCancelFloorsUnmadeRows: a pool of 2,048 worker ids widens to 4,096;
+// new 3000 (whose IDs are old 1500's) issues and gives its slot back, and
+// the widening is cancelled. Old 1500's row was never made (its chunk,
+// 1024-2047, never used): the cancel had no row to floor, and the row
+// made later must still start above new 3000's promise, which the pool's
+// layout floor now carries for every row made after the cancel.
+func TestCancelFloorsUnmadeRows(t *testing.T) {
+	const narrow, wide = "0/11/11 2024-01-01T00:00:00.000Z", "0/12/10 2024-01-01T00:00:00.000Z"
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		db := b.Fresh(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		req := func(instance, layout string, workers, id int64) Request {
+			r := request(db.DB, b.Dialect, "unmade")
+			r.Instance, r.Layout, r.Workers, r.Explicit, r.WorkerID = instance, layout, workers, true, id
+			r.TTL, r.Horizon = 2*time.Second, time.Second
+			return r
+		}
+		old5 := req("old5@h@1@1", narrow, 2048, 5)
+		s5 := take(t, old5)
+		_, err := Widen(ctx, db.DB, b.Dialect, wide, true)
+		require.NoError(t, err)
+		settle(t, b)
+		new3000 := req("new3000@h@1@1", wide, 4096, 3000)
+		s := take(t, new3000)
+		require.NoError(t, Renew(ctx, new3000.Holding(s), 2000, time.Now().UnixMilli()+1000))
+		promise := time.Now().UnixMilli() + 1000
+		release(t, new3000, s, promise)
+		release(t, old5, s5, s5.Promise)
+		var made int
+		require.NoError(t, db.QueryRowContext(ctx, "SELECT COUNT(*) FROM sys_sequence_slot WHERE worker_id = 1500").Scan(&made))
+		require.Zero(t, made, "old 1500's row was never made")
+		_, err = CancelWiden(ctx, db.DB, b.Dialect, true)
+		require.NoError(t, err)
+		got, err := tryTake(req("old1500@h@1@1", narrow, 2048, 1500))
+		if err != nil {
+			require.ErrorIs(t, err, ErrFloorAhead)
+			return
+		}
+		assert.Greater(t, got.Floor, promise, "old 1500 starts above the IDs new 3000 issued")
+	})
+}

@@ -636,6 +636,22 @@ func (s *session) restoreLayout(ctx context.Context, st slots, inUse bool) (stri
 	if unknown {
 		layout = s.r.Layout
 	}
+	floor := aboveEvery(groups, layout)
+	if unknown && inUse {
+		floor = max(floor, st.until+1)
+		if _, err := s.x.ExecContext(ctx, s.q.raiseNever, floor-1, floor-1); err != nil {
+			return "", fmt.Errorf("floor the slots never held: %w", err)
+		}
+	}
+	return poolText{layout: layout, rng: st.rng, widen: widen, floor: floor}.String(), nil
+}
+
+// aboveEvery is the floor, in layout's time frame (Unix ms of its epoch),
+// one above every promise of the slot rows groups describes, each moved
+// from its layout's epoch (rows never held: layout's); 0 when none has a
+// promise. A row made with it less one as its promise starts above every
+// ID the table says was promised, whoever held it.
+func aboveEvery(groups []layoutGroup, layout string) int64 {
 	frame, _ := layoutEpochMs(layout)
 	top := int64(-1) // the highest time field of any promise
 	for _, g := range groups {
@@ -647,17 +663,10 @@ func (s *session) restoreLayout(ctx context.Context, st slots, inUse bool) (stri
 			top = max(top, g.maxPromise-e)
 		}
 	}
-	floor := int64(0)
-	if top >= 0 {
-		floor = top + frame + 1
+	if top < 0 {
+		return 0
 	}
-	if unknown && inUse {
-		floor = max(floor, st.until+1)
-		if _, err := s.x.ExecContext(ctx, s.q.raiseNever, floor-1, floor-1); err != nil {
-			return "", fmt.Errorf("floor the slots never held: %w", err)
-		}
-	}
-	return poolText{layout: layout, rng: st.rng, widen: widen, floor: floor}.String(), nil
+	return top + frame + 1
 }
 
 // ttlCopy is the longest TTL as the '__layout__' row keeps it, in its

@@ -25,8 +25,9 @@ import (
 // acknowledged to an earlier holder of it (Slot.Promise, a renewal that
 // returned nil), whatever happened to the rows meanwhile: a row deleted
 // and made again, the pool's own rows deleted or made unreadable, a worker
-// range set and undone online. And a renewal that succeeds is the latest
-// holder's. One walk runs a few hundred steps in one goroutine, on one
+// range set and undone online, a release that reports its last
+// millisecond. And a renewal that succeeds is of a holding that no later
+// one took the row or the IDs of. One walk runs a few hundred steps in one goroutine, on one
 // handle: the concurrent classes are chaos/'s; this one finds the
 // sequences of single actions that no hand-written test thought of (issue
 // 32: the range set online beside deleted rows), cheaply enough to run
@@ -52,7 +53,7 @@ func TestWalk(t *testing.T) {
 		for seed := first; seed < first+uint64(seeds); seed++ {
 			t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
 				w := &walk{t: t, b: b, db: b.Fresh(t).DB, rng: rand.New(rand.NewPCG(seed, 0x77616c6b)),
-					acked: map[walkKey]int64{}, latest: map[walkKey]*walker{}, done: map[string]int{}, layout: walkNarrow}
+					done: map[string]int{}, layout: walkNarrow}
 				for i := 0; i < steps && !t.Failed(); i++ {
 					w.step()
 				}
@@ -120,6 +121,7 @@ type poolState struct {
 	bothLost bool    // neither pool row is there and readable
 	missing  []int64 // worker ids (of the wide layout's range) without a slot row
 	rows     int     // slot rows
+	ttlCopy  int64   // the longest TTL a pool row still keeps (ms), lost or not
 }
 
 // wiped: no slot row and both pool rows lost, which a fresh pool also is.
@@ -139,24 +141,43 @@ func (w *walk) poolLayout() {
 	}
 }
 
-func (w *walk) state(ctx context.Context) poolState {
+// state reads the tables, on a context of its own (the take's may be
+// cut short); a read that fails for another reason than a missing row or
+// table fails the walk, rather than read as rows lost.
+func (w *walk) state() poolState {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	var p poolState
 	var layout, slotsText sql.NullString
-	var made sql.NullInt64
-	layoutErr := w.db.QueryRowContext(ctx, "SELECT instance FROM sys_sequence WHERE service_name = '__layout__'").Scan(&layout)
-	slotsErr := w.db.QueryRowContext(ctx, "SELECT worker_id, instance FROM sys_sequence WHERE service_name = '__slots__'").Scan(&made, &slotsText)
-	layoutLost := layoutErr != nil || !knownLayout(layout.String)
-	slotsLost := slotsErr != nil || made.Int64 < 0 || parseSlots(slotsText.String).ttl <= 0
-	p.bothLost = layoutLost && slotsLost
+	var layoutTTL, made sql.NullInt64
+	ok := func(what string, err error) bool {
+		if err != nil && !errors.Is(err, sql.ErrNoRows) && !missingTable(err) {
+			w.t.Fatalf("read %s: %v", what, err)
+		}
+		return err == nil
+	}
+	layoutOK := ok("the '__layout__' row", w.db.QueryRowContext(ctx,
+		"SELECT worker_id, instance FROM sys_sequence WHERE service_name = '__layout__'").Scan(&layoutTTL, &layout))
+	slotsOK := ok("the '__slots__' row", w.db.QueryRowContext(ctx,
+		"SELECT worker_id, instance FROM sys_sequence WHERE service_name = '__slots__'").Scan(&made, &slotsText))
+	p.bothLost = (!layoutOK || !knownLayout(layout.String)) && (!slotsOK || made.Int64 < 0 || parseSlots(slotsText.String).ttl <= 0)
+	if layoutOK {
+		p.ttlCopy = layoutTTL.Int64
+	}
+	if slotsOK {
+		p.ttlCopy = max(p.ttlCopy, parseSlots(slotsText.String).ttl)
+	}
 	have := map[int64]bool{}
-	if rows, err := w.db.QueryContext(ctx, "SELECT worker_id FROM sys_sequence_slot"); err == nil {
+	rows, err := w.db.QueryContext(ctx, "SELECT worker_id FROM sys_sequence_slot")
+	if ok("the slot rows", err) {
 		for rows.Next() {
 			var id int64
-			if rows.Scan(&id) == nil {
+			if ok("a slot row", rows.Scan(&id)) {
 				have[id] = true
 				p.rows++
 			}
 		}
+		ok("the slot rows", rows.Err())
 		rows.Close()
 	}
 	for id := int64(0); id < walkWide.workers; id++ {
@@ -169,10 +190,14 @@ func (w *walk) state(ctx context.Context) poolState {
 
 // walker is one holding of the walk.
 type walker struct {
-	k     walkKey
-	r     Request
-	s     Slot
-	acked int64 // the highest promise acknowledged to it
+	k walkKey
+	r Request
+	s Slot
+	// acked is the highest millisecond it may issue: the highest promise
+	// acknowledged to it, or its last one as a release reported it, less
+	// an exclusion's excuse.
+	acked     int64
+	excusedAt int64 // acked when an excuse was last taken off it
 }
 
 type walk struct {
@@ -182,11 +207,8 @@ type walk struct {
 	rng  *rand.Rand
 	n    int
 	live []*walker
-	// acked is the highest promise acknowledged to any holder of a worker
-	// id of a layout.
-	acked map[walkKey]int64
-	// latest is the latest holding of each worker id of a layout.
-	latest map[walkKey]*walker
+	// all are the walk's holdings, in the order they were taken.
+	all    []*walker
 	lo, hi int64 // the range the walk last set (0, 0: none)
 	// layout is the layout the walk's takes mostly ask for: the pool's as
 	// the walk last changed it.
@@ -282,10 +304,16 @@ func (w *walk) step() {
 		w.note("renew %s worker %d to %d: %v", h.r.Instance, h.s.WorkerID, promise, err)
 		switch {
 		case err == nil:
-			if l := w.latest[h.k]; l != h {
-				w.t.Errorf("%s renewed worker id %d, which %s took after it", h.r.Instance, h.s.WorkerID, l.r.Instance)
+			// No holding taken after this one shares its row or its IDs:
+			// a take over it (the slot expired, or was fenced) must make
+			// this renewal fail.
+			for _, l := range w.all[slices.Index(w.all, h)+1:] {
+				if l.k.worker == h.k.worker || l.k.meet(h.k) {
+					w.t.Errorf("%s renewed worker id %d of %s, whose row or IDs %s took after it (worker id %d of %s)",
+						h.r.Instance, h.s.WorkerID, h.k.layout, l.r.Instance, l.s.WorkerID, l.k.layout)
+				}
 			}
-			w.ack(h, promise)
+			h.acked = max(h.acked, promise)
 		case errors.Is(err, ErrLost):
 			w.drop(h)
 		}
@@ -294,8 +322,18 @@ func (w *walk) step() {
 			return
 		}
 		h := w.live[w.rng.IntN(len(w.live))]
-		err := Release(ctx, h.r.Holding(h.s), h.acked)
-		w.note("release %s worker %d at %d: %v", h.r.Instance, h.s.WorkerID, h.acked, err)
+		// The last millisecond it issued: anything from its floor less one
+		// (nothing issued) to its promise; the next holder may start just
+		// above it.
+		last := h.s.Floor - 1
+		if h.acked > last {
+			last += w.rng.Int64N(h.acked - last + 1)
+		}
+		err := Release(ctx, h.r.Holding(h.s), last)
+		w.note("release %s worker %d at %d: %v", h.r.Instance, h.s.WorkerID, last, err)
+		if err == nil {
+			h.acked = min(h.acked, last)
+		}
 		w.drop(h)
 	case "sleep":
 		d := time.Duration(w.rng.IntN(700)) * time.Millisecond
@@ -380,23 +418,27 @@ func (w *walk) take(ctx context.Context) {
 	if w.rng.IntN(3) == 0 {
 		r.Explicit, r.WorkerID = true, r.lo()+w.rng.Int64N(r.hi()-r.lo()+1)
 	}
-	before := w.state(ctx)
+	before := w.state()
 	if before.wiped() {
 		// Both tables wiped: the pool is new, and what it knew is gone
 		// (an exclusion of docs/guarantees.md).
 		w.note("the pool reads as new: its history is forgotten")
-		w.acked = map[walkKey]int64{}
+		for _, o := range w.all {
+			o.acked, o.excusedAt = 0, 0
+		}
 	}
 	s, err := Take(ctx, r)
-	if after := w.state(ctx); before.bothLost && !before.wiped() && !after.bothLost {
+	if after := w.state(); before.bothLost && !before.wiped() && !after.bothLost {
 		// Slot rows deleted with both pool rows, some left: the rows made
-		// again start above the taker's TTL (or a live slot's), so a lost
-		// holder of a longer TTL may issue for that much longer (an
-		// exclusion of docs/guarantees.md, with its bound).
-		excuse := walkLongestTTL.Milliseconds() - ttl.Milliseconds()
-		for k := range w.acked {
-			if excuse > 0 && slices.Contains(before.missing, k.worker) {
-				w.acked[k] -= excuse
+		// again start above the longest TTL the take still knows of (its
+		// own, or a copy a lost row kept), so a lost holder of a longer
+		// TTL may issue for that much longer (an exclusion of
+		// docs/guarantees.md, with its bound), once per promise.
+		excuse := walkLongestTTL.Milliseconds() - max(ttl.Milliseconds(), before.ttlCopy)
+		for _, o := range w.all {
+			if excuse > 0 && slices.Contains(before.missing, o.k.worker) && o.acked > 0 && o.acked != o.excusedAt {
+				o.acked -= excuse
+				o.excusedAt = o.acked
 			}
 		}
 		w.note("both pool rows put back over %d rows missing: earlier promises of theirs excused by %d ms", len(before.missing), excuse)
@@ -412,16 +454,15 @@ func (w *walk) take(ctx context.Context) {
 	w.note("take %s (%s, range %d-%d, skew %v): worker %d fence %d floor %d promise %d", r.Instance, what, r.Lo, r.Hi,
 		skew, s.WorkerID, s.Fence, s.Floor, s.Promise)
 	k := walkKey{lay.tag, s.WorkerID}
-	for o, prev := range w.acked {
-		if o.meet(k) && s.Floor <= prev {
-			w.t.Errorf("%s took worker id %d of %s with floor %d, at or below %d, a promise acknowledged to an earlier "+
-				"holder of worker id %d of %s: their IDs may be equal", r.Instance, s.WorkerID, lay.tag, s.Floor, prev, o.worker, o.layout)
+	for _, o := range w.all {
+		if o.k.meet(k) && s.Floor <= o.acked {
+			w.t.Errorf("%s took worker id %d of %s with floor %d, at or below %d, which %s (worker id %d of %s) may issue: "+
+				"their IDs may be equal", r.Instance, s.WorkerID, lay.tag, s.Floor, o.acked, o.r.Instance, o.k.worker, o.k.layout)
 		}
 	}
-	h := &walker{r: r, s: s, k: k}
-	w.latest[k] = h
+	h := &walker{r: r, s: s, k: k, acked: s.Promise}
+	w.all = append(w.all, h)
 	w.live = append(w.live, h)
-	w.ack(h, s.Promise)
 }
 
 func (h *walker) now() time.Time {
@@ -429,11 +470,6 @@ func (h *walker) now() time.Time {
 		return h.r.Now()
 	}
 	return time.Now()
-}
-
-func (w *walk) ack(h *walker, promise int64) {
-	h.acked = max(h.acked, promise)
-	w.acked[h.k] = max(w.acked[h.k], promise)
 }
 
 func (w *walk) drop(h *walker) {

@@ -406,6 +406,17 @@ func CancelWiden(ctx context.Context, db *sql.DB, dialectName string, apply bool
 		if _, err := s.x.ExecContext(ctx, stmt, st.until, st.until); err != nil {
 			return false, fmt.Errorf("floor the old layout's rows: %w", err)
 		}
+		// And the rows not made yet, which no statement can floor: an old
+		// worker id whose chunk was never used (an 11-bit layout's 1024
+		// and up) shares the IDs of new ones that issued. The layout's
+		// floor, which every row made later starts above (makeRows), goes
+		// above every promise in the table and the window, as a change of
+		// layout's does.
+		groups, err := s.layoutGroups(ctx)
+		if err != nil {
+			return false, err
+		}
+		p.floor = max(p.floor, aboveEvery(groups, p.layout), st.until+1)
 		p.widen = ""
 		st.widen = ""
 		return true, s.writePoolRows(ctx, m.made, st, p.String())
