@@ -41,8 +41,9 @@ var (
 	// one runs, or on a pool with a worker range. The error says which.
 	ErrWideningBlocked = lease.ErrWidening
 	// ErrNoPool: the database has no pool to act on yet (no instance has
-	// leased from it), or its '__layout__' row is lost (the next take puts
-	// it back).
+	// leased from it), or its '__layout__' row is lost, or a change would
+	// be written over a lost '__slots__' row (the next take puts them
+	// back, from what the slot rows say and at its worst).
 	ErrNoPool = lease.ErrNoPool
 )
 

@@ -507,15 +507,19 @@ func operate(ctx context.Context, db *sql.DB, dialectName string, f func(*sessio
 		return false, err
 	}
 	m, err := s.lockMarkers(ctx)
-	if lost := m.lost(); err == nil && len(lost) > 0 {
-		// A pool's row that read as nothing is put back by the next take,
-		// at its worst (markers.lost): a change written over it would
-		// write back what this read found, nothing, as if it were so.
-		err = fmt.Errorf("%w (or its %s lost: the next take puts it back)", ErrNoPool, lostRows(lost))
+	if err == nil && !knownLayout(m.layoutText) {
+		err = fmt.Errorf("%w (or its '%s' row is lost: the next take puts it back)", ErrNoPool, schema.LayoutService)
 	}
 	commit := false
 	if err == nil {
 		commit, err = f(s, m)
+	}
+	if lost := m.lost(); err == nil && commit && len(lost) > 0 {
+		// A pool's row that read as nothing is put back by the next take,
+		// at its worst (markers.lost): a change written over it would
+		// write back what this read found, nothing, as if it were so. A
+		// status or a dry run, which writes nothing, goes on.
+		commit, err = false, fmt.Errorf("%w (or its %s lost: the next take puts it back; change it after)", ErrNoPool, lostRows(lost))
 	}
 	if err != nil || !commit {
 		_ = end(false)
