@@ -379,9 +379,19 @@ func ValidateService(name string) error {
 	case utf8.RuneCountInString(name) > ServiceNameSize:
 		return fmt.Errorf("%w %q: %d characters, the column holds %d",
 			ErrInvalidService, name, utf8.RuneCountInString(name), ServiceNameSize)
-	case name == PoolService || name == LayoutService || name == SlotsService:
+	case reserved(name):
 		return fmt.Errorf("%w %q: reserved for a row of the lease's own; the service's audit upsert would overwrite it",
+			ErrInvalidService, name)
+	case reserved(strings.ToLower(strings.TrimRight(name, " "))):
+		// A server may compare it equal to one: MySQL's PAD SPACE
+		// collations (utf8mb4_bin included) ignore trailing spaces, and a
+		// _ci collation (a table made by another tool) ignores case.
+		return fmt.Errorf("%w %q: the database may compare it equal to a row of the lease's own (trailing spaces, case)",
 			ErrInvalidService, name)
 	}
 	return nil
+}
+
+func reserved(name string) bool {
+	return name == PoolService || name == LayoutService || name == SlotsService
 }

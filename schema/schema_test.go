@@ -85,6 +85,9 @@ func TestValidateService(t *testing.T) {
 		"__global__":                  false,
 		"__layout__":                  false,
 		"__slots__":                   false,
+		"__layout__ ":                 false, // equal under PAD SPACE
+		"__SLOTS__":                   false, // equal under a _ci collation
+		"__layout__x":                 true,
 		"a\x00b":                      false,
 		"\xff\xfe":                    false,
 		"x'); DROP TABLE t; --":       true, // bound as a parameter, stored verbatim

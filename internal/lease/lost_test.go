@@ -231,3 +231,29 @@ func TestCancelFloorsUnmadeRows(t *testing.T) {
 		assert.Greater(t, got.Floor, promise, "old 1500 starts above the IDs new 3000 issued")
 	})
 }
+
+// TestAuditSparesPoolRows: an audit upsert under a name the server
+// compares equal to one of the lease's own rows (MySQL's PAD SPACE
+// collation ignores the trailing space) leaves that row as it was: the
+// server judges which row it met, and the statement spares the lease's
+// rows by the server's own comparison. schema.ValidateService refuses such
+// a name first; this is the statement's own guard.
+func TestAuditSparesPoolRows(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		db := b.Fresh(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		take(t, request(db.DB, b.Dialect, "svc"))
+		row := func() (int64, string) {
+			var w int64
+			var inst sql.NullString
+			require.NoError(t, db.QueryRowContext(ctx, "SELECT worker_id, instance FROM sys_sequence WHERE service_name = '__layout__'").Scan(&w, &inst))
+			return w, inst.String
+		}
+		w0, inst0 := row()
+		require.NoError(t, Audit(ctx, db.DB, b.Dialect, "__layout__ ", "intruder@h@1@1", 77))
+		w1, inst1 := row()
+		assert.Equal(t, w0, w1, "the '__layout__' row's TTL copy")
+		assert.Equal(t, inst0, inst1, "the '__layout__' row's layout")
+	})
+}

@@ -82,6 +82,10 @@ import (
 //     (settled). Claims re-check what they read by their compare-and-set
 //     (rule 1).
 
+// reservedRows are the names of the lease's own rows of sys_sequence, as
+// SQL literals.
+const reservedRows = "'" + schema.PoolService + "', '" + schema.LayoutService + "', '" + schema.SlotsService + "'"
+
 // sqlText is the text of every statement for one dialect. Fields named like
 // a format take the arguments listed beside them.
 type sqlText struct {
@@ -523,9 +527,17 @@ var mysqlText = func() sqlText {
 		// FOR UPDATE: see liveOutsideFormat.
 		liveOutside: fmt.Sprintf(liveOutsideFormat, mysqlNowMs, " FOR UPDATE"),
 		// The audit row records the worker id actually handed out (the Java
-		// allocator wrote a constant 0 here).
+		// allocator wrote a constant 0 here). The key met is the one the
+		// server compares equal under the column's collation: PAD SPACE
+		// (utf8mb4_bin included) ignores trailing spaces, a _ci collation
+		// (a table another tool made) case. So the update leaves the
+		// lease's own rows as they are, by the server's own comparison of
+		// the row it met (IN compares under that collation too), whatever
+		// a name schema.ValidateService let through.
 		audit: "INSERT INTO sys_sequence (service_name, worker_id, instance, updated_at) VALUES (?, ?, ?, NOW()) " +
-			"ON DUPLICATE KEY UPDATE worker_id = ?, instance = ?, updated_at = NOW()",
+			"ON DUPLICATE KEY UPDATE worker_id = IF(service_name IN (" + reservedRows + "), worker_id, ?), " +
+			"instance = IF(service_name IN (" + reservedRows + "), instance, ?), " +
+			"updated_at = IF(service_name IN (" + reservedRows + "), updated_at, NOW())",
 	}
 	// MySQL evaluates WHERE on the row as it was, and SET left to right; no
 	// assignment of claim reads a column another one wrote. A subquery may
