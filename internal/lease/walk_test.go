@@ -198,6 +198,7 @@ type walker struct {
 	// an exclusion's excuse.
 	acked     int64
 	excusedAt int64 // acked when an excuse was last taken off it
+	from      int64 // its clock when it took the slot: no ID of it is below
 }
 
 type walk struct {
@@ -322,12 +323,13 @@ func (w *walk) step() {
 			return
 		}
 		h := w.live[w.rng.IntN(len(w.live))]
-		// The last millisecond it issued: anything from its floor less one
-		// (nothing issued) to its promise; the next holder may start just
-		// above it.
+		// The last millisecond it issued: its floor less one (nothing
+		// issued), or one of the milliseconds it could issue, from its
+		// clock when it took the slot (or its floor, if later) to its
+		// promise; the next holder may start just above it.
 		last := h.s.Floor - 1
-		if h.acked > last {
-			last += w.rng.Int64N(h.acked - last + 1)
+		if first := max(h.s.Floor, h.from); w.rng.IntN(3) > 0 && h.acked >= first {
+			last = first + w.rng.Int64N(h.acked-first+1)
 		}
 		err := Release(ctx, h.r.Holding(h.s), last)
 		w.note("release %s worker %d at %d: %v", h.r.Instance, h.s.WorkerID, last, err)
@@ -461,6 +463,7 @@ func (w *walk) take(ctx context.Context) {
 		}
 	}
 	h := &walker{r: r, s: s, k: k, acked: s.Promise}
+	h.from = h.now().UnixMilli()
 	w.all = append(w.all, h)
 	w.live = append(w.live, h)
 }
