@@ -46,14 +46,15 @@ func (c *Client) BulkUpsert(ctx context.Context, spec *sqlgraph.BatchCreateSpec,
 	if len(spec.Nodes) == 0 {
 		return nil
 	}
-	if !renders(c.dialect(), spec.OnConflict) {
+	caller := readClause(c.dialect(), spec.Nodes[0], spec.OnConflict)
+	if !caller.renders {
 		// No statement (OnConflictColumns with no resolution): ent's fails,
 		// as it does without entflake, since ent adds no update of its own
 		// to a batch's options.
 		return nil
 	}
 	generated := batch.Generated()
-	path, why, err := c.bulkPath(ctx, spec.OnConflict, generated)
+	path, why, err := c.bulkPath(ctx, caller, generated)
 	if err != nil {
 		return err
 	}
@@ -63,16 +64,16 @@ func (c *Client) BulkUpsert(ctx context.Context, spec *sqlgraph.BatchCreateSpec,
 		spec.OnConflict = append(spec.OnConflict[:n:n], keepBatchID(c.dialect(), spec.Nodes[0].ID.Column, !slices.Contains(generated, false)))
 		return nil
 	case returning:
-		err = c.bulkReturning(ctx, spec, generated)
+		err = c.bulkReturning(ctx, spec, caller, generated)
 	case selectPath:
 		var fallback bool
-		if fallback, why, err = c.bulkSelect(ctx, spec, generated); err == nil && fallback {
+		if fallback, why, err = c.bulkSelect(ctx, spec, caller, generated); err == nil && fallback {
 			path = perRow
 		}
 	}
 	if path == perRow {
 		c.logf("entflake: bulk upsert into %s runs one upsert per row: %s", spec.Nodes[0].Table, why)
-		err = c.upsertEach(ctx, spec, generated)
+		err = c.upsertEach(ctx, spec, caller, generated)
 	}
 	if err != nil {
 		return err
@@ -81,7 +82,7 @@ func (c *Client) BulkUpsert(ctx context.Context, spec *sqlgraph.BatchCreateSpec,
 	return nil
 }
 
-// bulkPath returns how a bulk upsert with the conflict options opts runs,
+// bulkPath returns how a bulk upsert with the caller's conflict clause runs,
 // and, for the per-row path, why. One multi-row INSERT numbers its rows
 // only where the database returns every row, in order:
 //
@@ -99,10 +100,7 @@ func (c *Client) BulkUpsert(ctx context.Context, spec *sqlgraph.BatchCreateSpec,
 //     cannot tell. The server is asked once per client (Server).
 //   - A batch that mixes ids the hook generated with ids the caller set runs
 //     per row, each row with its own guard (keepID).
-//
-// The options are rendered on a scratch INSERT to see which clause they
-// make.
-func (c *Client) bulkPath(ctx context.Context, opts []sql.ConflictOption, generated []bool) (path int, why string, err error) {
+func (c *Client) bulkPath(ctx context.Context, caller callerClause, generated []bool) (path int, why string, err error) {
 	d := c.dialect()
 	if slices.Contains(generated, true) && slices.Contains(generated, false) {
 		// Only the generated ids get the guard, and the tripwire looks up
@@ -120,12 +118,10 @@ func (c *Client) bulkPath(ctx context.Context, opts []sql.ConflictOption, genera
 		}
 		return returning, "", nil
 	}
-	q := clause(d, opts...)
-	_, update, found := strings.Cut(q, " DO UPDATE SET ")
 	switch {
-	case strings.HasSuffix(q, " DO NOTHING"):
+	case caller.nothing:
 		return perRow, "DO NOTHING returns no row for a row it skips", nil
-	case found && strings.Contains(update, " WHERE "):
+	case caller.skips:
 		return perRow, "DO UPDATE ... WHERE returns no row for a row it skips", nil
 	}
 	return oneStatement, "", nil
@@ -205,10 +201,10 @@ func externalEdges(spec *sqlgraph.BatchCreateSpec) bool {
 // column's update is the batch guard (keepBatchID): MariaDB's ON DUPLICATE
 // KEY UPDATE fires on the primary key whatever else conflicts, and
 // VALUES(id) is the id proposed by the batch row that met the stored one.
-func (c *Client) bulkReturning(ctx context.Context, spec *sqlgraph.BatchCreateSpec, generated []bool) error {
+func (c *Client) bulkReturning(ctx context.Context, spec *sqlgraph.BatchCreateSpec, caller callerClause, generated []bool) error {
 	d := c.dialect()
 	column := spec.Nodes[0].ID.Column
-	spec.OnConflict = append(callerOptions(d, spec.OnConflict), keepBatchID(d, column, !slices.Contains(generated, false)))
+	spec.OnConflict = append(caller.options(), keepBatchID(d, column, !slices.Contains(generated, false)))
 	// sqlgraph reads a batch's ids from LAST_INSERT_ID only for a numeric
 	// id type: these come from RETURNING.
 	KeepBatchIDs(d, spec)
@@ -282,11 +278,11 @@ func (c *Client) returningInsert(spec *sqlgraph.BatchCreateSpec, column string) 
 // other rows fails the batch with entflake.ErrSkippedEdges, since the row
 // they name was not written. generated[j] reports whether the hook
 // generated the id of row j.
-func (c *Client) upsertEach(ctx context.Context, spec *sqlgraph.BatchCreateSpec, generated []bool) error {
+func (c *Client) upsertEach(ctx context.Context, spec *sqlgraph.BatchCreateSpec, caller callerClause, generated []bool) error {
 	return c.batchTx(ctx, func(drv dialect.Driver) error {
 		d := drv.Dialect()
 		sameColumns(spec)
-		opts := callerOptions(d, spec.OnConflict) // once for the batch
+		opts := caller.opts
 		n := len(opts)
 		for j, node := range spec.Nodes {
 			id, _ := node.ID.Value.(int64)

@@ -4,6 +4,7 @@ import (
 	"context"
 	stdsql "database/sql"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -90,10 +91,10 @@ func NoGenerator(pkg string) error {
 // bulk upsert, and keeps: whether it has RETURNING, and each table's unique
 // keys. The zero value is ready; a nil *Server asks every time.
 type Server struct {
-	mu        sync.Mutex
-	known     bool
-	returning bool
-	tables    map[[2]string]Table
+	mu      sync.Mutex
+	known   bool
+	version string
+	tables  map[[2]string]Table
 }
 
 // Table is what a bulk upsert on MySQL or TiDB needs to know of a table:
@@ -112,30 +113,36 @@ type Table struct {
 // DUPLICATE KEY UPDATE: MariaDB from 10.5 (its VERSION() is
 // "10.11.19-MariaDB-...", or with a "5.5.5-" prefix behind some proxies).
 // MySQL 8 ("8.0.36") and TiDB ("8.0.11-TiDB-v7.5.0") have no RETURNING.
-// The answer is kept; an error is not.
+// The version is asked once and kept; an error is not.
 func (s *Server) Returning(ctx context.Context, drv dialect.ExecQuerier) (bool, error) {
+	v, err := s.Version(ctx, drv)
+	return MariaDBReturning(v), err
+}
+
+// Version returns the server's VERSION(), asked once per Server and kept;
+// an error is not kept.
+func (s *Server) Version(ctx context.Context, drv dialect.ExecQuerier) (string, error) {
 	if s != nil {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if s.known {
-			return s.returning, nil
+			return s.version, nil
 		}
 	}
 	rows := &sql.Rows{}
 	if err := drv.Query(ctx, "SELECT VERSION()", []any{}, rows); err != nil {
-		return false, fmt.Errorf("entflake: the server's version: %w", err)
+		return "", fmt.Errorf("entflake: the server's version: %w", err)
 	}
 	var v string
 	err := sql.ScanOne(rows, &v)
 	rows.Close()
 	if err != nil {
-		return false, fmt.Errorf("entflake: the server's version: %w", err)
+		return "", fmt.Errorf("entflake: the server's version: %w", err)
 	}
-	ok := MariaDBReturning(v)
 	if s != nil {
-		s.known, s.returning = true, ok
+		s.known, s.version = true, v
 	}
-	return ok, nil
+	return v, nil
 }
 
 // MariaDBReturning reports whether a MySQL-family server's VERSION() names
@@ -150,6 +157,41 @@ func MariaDBReturning(version string) bool {
 		return false
 	}
 	return major > 10 || major == 10 && minor >= 5
+}
+
+// ReadsLatest reports whether a MySQL-family server's VERSION() names
+// MySQL or MariaDB (InnoDB), where a plain SELECT in a transaction sees
+// every row committed before it, not only those committed before the
+// transaction began: InnoDB takes a REPEATABLE READ transaction's snapshot
+// at its first consistent read, and an INSERT ... ON DUPLICATE KEY UPDATE
+// makes none (its reads of the rows it meets are locking ones). So the
+// SELECT that follows the INSERT in a transaction of entflake's own sees
+// the rows as they are then; it need not lock them, which costs MariaDB
+// about three times the read (1,000 rows: 17 ms against 5.4). TiDB reads
+// at the transaction's start timestamp, taken when the INSERT begins, at
+// the latest: a row another client committed while the INSERT ran, which
+// the INSERT met and locked at its newer version, would read as it was
+// before. There, and on servers this does not recognise, the SELECT locks
+// (FOR UPDATE), which reads the latest rows (on TiDB at no measurable
+// cost: the INSERT holds their locks already).
+//
+// MySQL's VERSION() is its number with at most a build suffix ("8.0.36",
+// "8.0.36-log", "8.0.36-0ubuntu0.22.04.1", Percona's "8.0.36-28").
+func ReadsLatest(version string) bool {
+	if strings.Contains(version, "-MariaDB") {
+		return true
+	}
+	number, suffix, _ := strings.Cut(version, "-")
+	var major, minor, patch int
+	if n, err := fmt.Sscanf(number, "%d.%d.%d", &major, &minor, &patch); err != nil || n != 3 || fmt.Sprintf("%d.%d.%d", major, minor, patch) != number {
+		return false
+	}
+	switch {
+	case suffix == "", suffix == "log", suffix == "debug", strings.HasPrefix(suffix, "0ubuntu"):
+		return true
+	}
+	_, err := strconv.Atoi(suffix) // Percona Server's release
+	return err == nil
 }
 
 // Table returns what the server's information_schema.STATISTICS (MySQL,

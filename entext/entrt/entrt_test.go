@@ -50,7 +50,6 @@ func TestKeysKept(t *testing.T) {
 	node := &sqlgraph.CreateSpec{Table: "users", ID: &sqlgraph.FieldSpec{Column: "id"},
 		Fields: []*sqlgraph.FieldSpec{{Column: "name"}, {Column: "age"}}}
 	keys := [][]string{{"name"}}
-	guard := keepBatchID(dialect.MySQL, "id", true)
 	for name, c := range map[string]struct {
 		opts []sql.ConflictOption
 		kept bool
@@ -68,7 +67,7 @@ func TestKeysKept(t *testing.T) {
 			s.Set("name", sql.Expr("VALUES(`name`) + 1"))
 		})}, false},
 	} {
-		col, kept := keysKept(node, append(c.opts, guard), keys)
+		col, kept := readClause(dialect.MySQL, node, c.opts).keysKept(keys)
 		if kept != c.kept {
 			t.Errorf("%s: kept %v (%q), want %v", name, kept, col, c.kept)
 		}
@@ -367,4 +366,31 @@ func TestBatchTx(t *testing.T) {
 		require.NoError(t, tx.Commit())
 		assert.Equal(t, 4, count(), "the caller's row and the second batch's kept, the failed batch's gone")
 	})
+}
+
+// TestReadsLatest: a plain read in a transaction sees the rows committed
+// before it on MySQL and MariaDB (InnoDB), which their versions name; TiDB
+// and servers the version does not name lock.
+func TestReadsLatest(t *testing.T) {
+	for v, want := range map[string]bool{
+		"8.0.36":                       true,
+		"8.4.3":                        true,
+		"8.0.36-log":                   true,
+		"8.0.36-0ubuntu0.22.04.1":      true,
+		"8.0.36-28":                    true, // Percona Server
+		"10.11.19-MariaDB-0+deb12u1":   true,
+		"5.5.5-10.4.34-MariaDB":        true,
+		"8.0.11-TiDB-v8.4.0":           false,
+		"5.7.25-TiDB-v7.5.0":           false,
+		"8.0.30-Vitess":                false,
+		"5.7.25-OceanBase_CE-v4.2.1.2": false,
+		"8.0.mysql_aurora.3.05.2":      false,
+		"":                             false,
+		"8.0":                          false,
+		"8.0.36-debug-log-something":   false,
+	} {
+		if got := ReadsLatest(v); got != want {
+			t.Errorf("ReadsLatest(%q) = %v, want %v", v, got, want)
+		}
+	}
 }

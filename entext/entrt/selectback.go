@@ -33,9 +33,14 @@ var errUncertain = errors.New("entflake: the stored row of a batch row is not ce
 // SELECT lets the server make it again: each batch row's key is compared
 // with the table's column as a parameter, as the INSERT compared it, never
 // by Go. Any type the server can compare is looked up alike (a UUID, a
-// date). The SELECT is FOR UPDATE, so it reads the latest committed rows
-// whatever the snapshot of the caller's transaction, and the rows it finds
-// stay as they are until the transaction ends.
+// date). The SELECT reads the latest committed rows, and the rows it finds
+// stay as they are until the transaction ends: the INSERT locked every
+// row it met or inserted, and a key the batch gives is unique under the
+// column's comparison, so no other row can hold it. In the caller's
+// transaction, whose snapshot may be older than the INSERT, and on TiDB,
+// which reads at the transaction's start, it is a locking read (FOR
+// UPDATE); on MySQL and MariaDB in a transaction of its own, a plain read
+// sees the same rows for a third of the time (ReadsLatest).
 //
 // A row of INSERT ... ON DUPLICATE KEY UPDATE is either inserted with its
 // own id, or it updates the stored row that holds its id or the values of
@@ -64,7 +69,7 @@ var errUncertain = errors.New("entflake: the stored row of a batch row is not ce
 // decided before anything is written. With no key to look up (generated
 // ids, no unique key; or the caller's ids alone), every row's stored id is
 // its own: ent's statement, with the guard, needs no SELECT.
-func (c *Client) bulkSelect(ctx context.Context, spec *sqlgraph.BatchCreateSpec, generated []bool) (fallback bool, why string, err error) {
+func (c *Client) bulkSelect(ctx context.Context, spec *sqlgraph.BatchCreateSpec, caller callerClause, generated []bool) (fallback bool, why string, err error) {
 	d := c.dialect()
 	first := spec.Nodes[0]
 	t, err := c.Server.Table(ctx, c.Driver, first.Schema, first.Table)
@@ -83,8 +88,8 @@ func (c *Client) bulkSelect(ctx context.Context, spec *sqlgraph.BatchCreateSpec,
 		return true, fmt.Sprintf("the table has %d unique keys besides the primary key (%s), and which stored row "+
 			"a row met on one of them is not visible after the statement", len(t.Keys), strings.Join(names, "; ")), nil
 	}
-	opts := append(callerOptions(d, spec.OnConflict), keepBatchID(d, first.ID.Column, allGenerated))
-	if col, ok := keysKept(first, opts, t.Keys); !ok {
+	opts := append(caller.options(), keepBatchID(d, first.ID.Column, allGenerated))
+	if col, ok := caller.keysKept(t.Keys); !ok {
 		return true, fmt.Sprintf("the update may change the unique column %s", col), nil
 	}
 	restore := snapshot(spec)
@@ -95,7 +100,14 @@ func (c *Client) bulkSelect(ctx context.Context, spec *sqlgraph.BatchCreateSpec,
 		// it met the stored row that holds the id the caller set.
 		return false, "", c.runBatch(ctx, spec, execInsert, false)
 	}
-	s := &selectBack{spec: spec, keys: t.Keys}
+	s := &selectBack{spec: spec, keys: t.Keys, lock: c.InTx}
+	if !s.lock {
+		v, err := c.Server.Version(ctx, c.Driver)
+		if err != nil {
+			return false, "", err
+		}
+		s.lock = !ReadsLatest(v)
+	}
 	if !allGenerated {
 		s.keys, s.distinct = append([][]string{{first.ID.Column}}, t.Keys...), true
 	}
@@ -135,25 +147,19 @@ func snapshot(spec *sqlgraph.BatchCreateSpec) (restore func()) {
 	}
 }
 
-// keysKept reports whether the conflict options opts leave every column
-// of the unique keys either as it is stored or set to the row's own value
-// (VALUES(c)), the two updates after which the stored row still holds the
-// key value the batch row met it on. They are rendered on a scratch INSERT
-// of node's table: an assignment to such a column that is anything else
-// (or that this cannot read) fails the test, with the column.
-func keysKept(node *sqlgraph.CreateSpec, opts []sql.ConflictOption, keys [][]string) (string, bool) {
-	columns := []string{node.ID.Column}
-	for _, f := range node.Fields {
-		columns = append(columns, f.Column)
-	}
-	values := make([]any, len(columns))
-	q, _ := sql.Dialect(dialect.MySQL).Insert(node.Table).Columns(columns...).Values(values...).OnConflict(opts...).Query()
-	_, update, _ := strings.Cut(q, " ON DUPLICATE KEY UPDATE ")
-	table := quote(node.Table) + "."
+// keysKept reports whether the caller's conflict options leave every
+// column of the unique keys either as it is stored or set to the row's own
+// value (excluded.c, VALUES(c) on MySQL), the two updates after which the
+// stored row still holds the key value the batch row met it on. It reads
+// their PostgreSQL rendering (readClause): an assignment to such a column
+// that is anything else (or that this cannot read) fails the test, with
+// the column. entflake's own option sets the id only, which is no key here.
+func (cc callerClause) keysKept(keys [][]string) (string, bool) {
+	ident := func(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
 	for _, key := range keys {
 		for _, c := range key {
-			target := quote(c) + " = "
-			for rest := update; ; {
+			target := ident(c) + " = "
+			for rest := cc.update; ; {
 				i := strings.Index(rest, target)
 				if i < 0 {
 					break
@@ -165,7 +171,7 @@ func keysKept(node *sqlgraph.CreateSpec, opts []sql.ConflictOption, keys [][]str
 				}
 				// The whole value, up to the next assignment or the end.
 				kept := false
-				for _, v := range []string{"VALUES(" + quote(c) + ")", table + quote(c)} {
+				for _, v := range []string{ident("excluded") + "." + ident(c), ident(cc.table) + "." + ident(c)} {
 					if after, ok := strings.CutPrefix(rest, v); ok && (after == "" || strings.HasPrefix(after, ", ")) {
 						kept = true
 					}
@@ -190,6 +196,19 @@ type selectBack struct {
 	// distinct is set when no two rows may find one stored row (the ids
 	// are a key: see bulkSelect).
 	distinct bool
+	// lock makes the SELECTs locking reads (FOR UPDATE), which read the
+	// latest committed rows: in the caller's transaction, whose snapshot may
+	// be older than the INSERT, and on a server whose plain read in a
+	// transaction of entflake's own may be too (ReadsLatest).
+	lock bool
+}
+
+// forUpdate is the end of a SELECT of find: FOR UPDATE if it locks.
+func (s *selectBack) forUpdate() string {
+	if s.lock {
+		return " FOR UPDATE"
+	}
+	return ""
 }
 
 // insert implements insertFunc.
@@ -344,7 +363,7 @@ func (s *selectBack) identical(ctx context.Context, drv dialect.ExecQuerier, l *
 		if q.Len() > 0 {
 			q.WriteString(" UNION ALL ")
 		}
-		q.WriteString("(SELECT " + selectList + " FROM " + s.from() + " WHERE " + target + " IN (" + in.String() + ") FOR UPDATE)")
+		q.WriteString("(SELECT " + selectList + " FROM " + s.from() + " WHERE " + target + " IN (" + in.String() + ")" + s.forUpdate() + ")")
 	}
 	byKey := make([]map[string]int64, len(s.keys))
 	for i := range byKey {
@@ -409,7 +428,7 @@ func (s *selectBack) compared(ctx context.Context, drv dialect.ExecQuerier, l *l
 			q.WriteString(" UNION ALL ")
 		}
 		q.WriteString("(SELECT " + strconv.Itoa(p.j) + " AS o, " + quote(s.spec.Nodes[0].ID.Column) + " FROM " + s.from() +
-			" WHERE " + strings.Join(where, " AND ") + " FOR UPDATE)")
+			" WHERE " + strings.Join(where, " AND ") + s.forUpdate() + ")")
 	}
 	rows := &sql.Rows{}
 	if err := drv.Query(ctx, q.String(), args, rows); err != nil {

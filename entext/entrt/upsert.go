@@ -31,11 +31,12 @@ import (
 // id does the same.
 func (c *Client) UpsertOne(spec *sqlgraph.CreateSpec, generated bool) ([]sql.ConflictOption, dialect.Driver) {
 	d := c.dialect()
-	if d != dialect.MySQL && !renders(d, spec.OnConflict) {
+	caller := readClause(d, spec, spec.OnConflict)
+	if d != dialect.MySQL && !caller.renders {
 		return spec.OnConflict, c.Driver
 	}
 	inserted := new(int64)
-	opts := append(callerOptions(d, spec.OnConflict), keepID(d, spec, generated, inserted))
+	opts := append(caller.options(), keepID(d, spec, generated, inserted))
 	if d != dialect.MySQL {
 		return opts, c.Driver
 	}
@@ -44,15 +45,6 @@ func (c *Client) UpsertOne(spec *sqlgraph.CreateSpec, generated bool) ([]sql.Con
 		drv = r.Driver // the builder saved again: its driver is the last Save's
 	}
 	return opts, &insertDriver{Driver: drv, insert: c.oneInsert(spec, inserted)}
-}
-
-// renders reports whether conflict options make a statement on their own,
-// as ent's builder renders them on a scratch INSERT of dialect d: options
-// with no resolution for the update (OnConflictColumns alone), or with a
-// value the builder refuses (Refused), make none.
-func renders(d string, opts []sql.ConflictOption) bool {
-	_, _, err := sql.Dialect(d).Insert("t").Columns("c").Values(1).OnConflict(opts...).QueryErr()
-	return err == nil
 }
 
 // oneInsert runs the INSERT of a single upsert on MySQL (spec, whose id is
@@ -195,28 +187,81 @@ func keepID(d string, spec *sqlgraph.CreateSpec, generated bool, inserted *int64
 	})
 }
 
-// callerOptions returns the caller's conflict options as they are put
-// before entflake's own: a new slice, with DoNothing made ResolveWithIgnore
-// on MySQL, which is what ent makes of it there (MySQL has no DO NOTHING),
-// but applied before the option that sets the id: ent's own substitution
-// comes last, and would set id = id over it, leaving the OK packet with an
-// id no row has.
+// callerClause is what the caller's conflict options of a create or a
+// batch make, read from one rendering of them under PostgreSQL's dialect on
+// a scratch INSERT of the row's table and columns (readClause). Once per
+// batch: an option renders ent's generated code, which for UpdateNewValues
+// visits every builder of the batch, a thousand at a thousand rows.
+type callerClause struct {
+	// opts are the caller's options as they are put before entflake's own:
+	// a new slice, with DoNothing made ResolveWithIgnore on MySQL (see
+	// readClause).
+	opts []sql.ConflictOption
+	// renders is set when they make a statement on the client's dialect:
+	// options with no resolution for the update (OnConflictColumns alone),
+	// or with a value the builder refuses (Refused), make none.
+	renders bool
+	// nothing is set for DO NOTHING, and skips for DO UPDATE ... WHERE:
+	// on PostgreSQL and SQLite, which return no row for a row they skip.
+	nothing, skips bool
+	// update is what follows DO UPDATE SET, and table the row's table, for
+	// keysKept.
+	update, table string
+}
+
+// readClause renders the conflict options opts of the create node on
+// dialect d once (callerClause). Every dialect's clause is read from
+// PostgreSQL's rendering, where DO NOTHING is a clause of its own (MySQL
+// renders it as an update of every column to itself, as Ignore does). A
+// MySQL statement is made by every option PostgreSQL renders, and by DO
+// NOTHING too, which ent turns into Ignore there; only where PostgreSQL's
+// rendering fails are they rendered again as MySQL, whose conflict clause
+// names no target to be refused.
 //
-// An option is DoNothing if it renders as DO NOTHING on its own (on
-// PostgreSQL: MySQL renders it as an update). The options are rendered one
-// by one only when all of them together render so: an option renders ent's
-// generated code, which for UpdateNewValues visits every builder of a batch.
-func callerOptions(d string, opts []sql.ConflictOption) []sql.ConflictOption {
-	out := append(make([]sql.ConflictOption, 0, len(opts)+1), opts...)
-	if d != dialect.MySQL || !strings.HasSuffix(clause(dialect.Postgres, opts...), " DO NOTHING") {
-		return out
+// On MySQL, a DoNothing option is made ResolveWithIgnore, which is what ent
+// makes of it there (MySQL has no DO NOTHING), but applied before the
+// option that sets the id: ent's own substitution comes last, and would
+// set id = id over it, leaving the OK packet with an id no row has. The
+// options are rendered one by one only when all of them together render
+// DO NOTHING.
+func readClause(d string, node *sqlgraph.CreateSpec, opts []sql.ConflictOption) callerClause {
+	columns := []string{node.ID.Column}
+	for _, f := range node.Fields {
+		columns = append(columns, f.Column)
 	}
-	for i, o := range out {
-		if strings.HasSuffix(clause(dialect.Postgres, o), " DO NOTHING") {
-			out[i] = sql.ResolveWithIgnore()
+	scratch := func(d string) (string, error) {
+		q, _, err := sql.Dialect(d).Insert(node.Table).Columns(columns...).Values(make([]any, len(columns))...).
+			OnConflict(opts...).QueryErr()
+		return q, err
+	}
+	q, err := scratch(dialect.Postgres)
+	cc := callerClause{
+		opts:    append(make([]sql.ConflictOption, 0, len(opts)+1), opts...),
+		renders: err == nil,
+		nothing: strings.HasSuffix(q, " DO NOTHING"),
+		table:   node.Table,
+	}
+	if _, update, found := strings.Cut(q, " DO UPDATE SET "); found {
+		cc.update, cc.skips = update, strings.Contains(update, " WHERE ")
+	}
+	if !cc.renders && d == dialect.MySQL {
+		_, err = scratch(dialect.MySQL)
+		cc.renders = err == nil
+	}
+	if d == dialect.MySQL && cc.nothing {
+		for i, o := range cc.opts {
+			if strings.HasSuffix(clause(dialect.Postgres, o), " DO NOTHING") {
+				cc.opts[i] = sql.ResolveWithIgnore()
+			}
 		}
 	}
-	return out
+	return cc
+}
+
+// options returns a copy of the caller's options as they are put before
+// entflake's own, with room for one more.
+func (cc callerClause) options() []sql.ConflictOption {
+	return append(make([]sql.ConflictOption, 0, len(cc.opts)+1), cc.opts...)
 }
 
 // clause renders conflict options on a scratch INSERT of dialect d, to see

@@ -256,6 +256,93 @@ func TestUpsertInTxSeesLatest(t *testing.T) {
 	})
 }
 
+// TestUpsertOwnTxSeesLatest (class 3, in the batch's own transaction):
+// after the transaction that runs the batch began and before its INSERT,
+// another client moves S1 off the key and stores S2 with it. The batch
+// meets S2, as ent's statement does, and its id and edge must be S2's.
+// MySQL and MariaDB take a transaction's snapshot at its first plain read,
+// which on MySQL 8's path is the SELECT after the INSERT, so a plain read
+// sees S2 there. TiDB takes its timestamp at the INSERT's start at the
+// latest: this interleaving passes there with a plain read too, but a
+// commit while the INSERT runs would not, which is why the SELECT locks on
+// TiDB (entrt.ReadsLatest). Ignore changes no row, so the row met is the
+// transaction's own only by its lock.
+func TestUpsertOwnTxSeesLatest(t *testing.T) {
+	forPaths(t, func(t *testing.T, k *keyed) {
+		ctx := context.Background()
+		s1 := k.User.Create().SetName("e@x").SetAge(1).SaveX(ctx)
+		p1 := k.Plain.Create().SetName("e@x").SetAge(1).SaveX(ctx)
+		pet := k.Pet.Create().SetName("pet").SaveX(ctx)
+		var s2 *edges.User
+		move := &beforeInsert{Driver: k.drv, table: "users", f: func() {
+			k.User.UpdateOne(s1).SetName("old@x").ExecX(ctx)
+			s2 = k.User.Create().SetName("e@x").SetAge(10).SaveX(ctx)
+		}}
+		users := edges.NewClient(edges.Driver(move), edges.IDGenerator(k.gen))
+		cu := []*edges.UserCreate{users.User.Create().SetName("e@x").AddPetIDs(pet.ID), users.User.Create().SetName("new@x")}
+		require.NoError(t, users.User.CreateBulk(cu...).OnConflictColumns(user.FieldName).Ignore().Exec(ctx))
+		require.True(t, move.ran, "the other client wrote inside the batch's transaction, before its INSERT")
+
+		k.Plain.UpdateOne(p1).SetName("old@x").ExecX(ctx)
+		k.Plain.Create().SetName("e@x").SetAge(10).ExecX(ctx)
+		k.Plain.CreateBulk(k.Plain.Create().SetName("e@x"), k.Plain.Create().SetName("new@x")).
+			OnConflictColumns(plain.FieldName).Ignore().ExecX(ctx)
+		id, _ := cu[0].Mutation().ID()
+		assert.Equal(t, s2.ID, id, "the row that holds the name now")
+		assert.NotEqual(t, s1.ID, id, "the row that held it when the transaction began")
+		assert.Equal(t, s2.ID, k.Pet.GetX(ctx, pet.ID).OwnerID, "its edge")
+		assert.Equal(t, k.rows(t, "plains"), k.rows(t, "users"), "what ent's own statement writes")
+	})
+}
+
+// beforeInsert is a driver that runs f once, in a transaction it begins,
+// just before the first INSERT into table is sent there.
+type beforeInsert struct {
+	dialect.Driver
+	table string
+	f     func()
+	ran   bool
+}
+
+func (b *beforeInsert) Tx(ctx context.Context) (dialect.Tx, error) {
+	tx, err := b.Driver.Tx(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return beforeInsertTx{Tx: tx, b: b}, nil
+}
+
+type beforeInsertTx struct {
+	dialect.Tx
+	b *beforeInsert
+}
+
+func (t beforeInsertTx) Exec(ctx context.Context, query string, args, v any) error {
+	t.b.before(query)
+	return t.Tx.Exec(ctx, query, args, v)
+}
+
+func (t beforeInsertTx) Query(ctx context.Context, query string, args, v any) error {
+	t.b.before(query) // MariaDB's INSERT ... RETURNING is a query
+	return t.Tx.Query(ctx, query, args, v)
+}
+
+// before runs f if query is the first INSERT into the table.
+func (b *beforeInsert) before(query string) {
+	if !b.ran && strings.HasPrefix(query, "INSERT INTO "+quoteFor(b.Dialect(), b.table)) {
+		b.ran = true
+		b.f()
+	}
+}
+
+// quoteFor quotes an identifier as ent's builder does on dialect d.
+func quoteFor(d, name string) string {
+	if d == dialect.Postgres {
+		return `"` + name + `"`
+	}
+	return "`" + name + "`"
+}
+
 // TestUpsertAutoIncrementColumn (class 4): a table with an AUTO_INCREMENT
 // column besides the id (MySQL's OK packet then carries that column's
 // value for an inserted row): a single upsert on the insert path and on the
