@@ -14,8 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"entgo.io/ent/dialect"
+
 	"github.com/entflake/entflake/chaos/internal/wire"
 	"github.com/entflake/entflake/internal/dbtest"
+	"github.com/entflake/entflake/internal/holddriver"
 	"github.com/entflake/entflake/internal/lease"
 	"github.com/entflake/entflake/schema"
 )
@@ -53,7 +56,39 @@ const (
 	// ctxChangedMade: then M took and released worker id 2047, which made
 	// w's chunk: w's row exists and was never held.
 	ctxChangedMade
+	// ctxLive: as ctxPlain, but G stays open: X's change of layout meets a
+	// live holder of the old one, whose IDs w shares (g = w/2).
+	ctxLive
+	// ctxWidening: as ctxPlain, then the operator starts widening the pool
+	// to 0/11/11 (lease.Widen): X is a starter of the wider layout, whose
+	// take reads g's row (crossCheck).
+	ctxWidening
+	// ctxWideningLive: as ctxWidening, but G stays open: X's take meets a
+	// live row of the old layout whose IDs w shares.
+	ctxWideningLive
+	// ctxWidenedNew: as ctxWidening, then N took w in the wider layout and
+	// closed: w's row holds a promise of the wider layout, which a cancel
+	// must give the old rows (raiseBelow).
+	ctxWidenedNew
+	// ctxMarkersLost: as ctxChangedMade, then both of the pool's rows are
+	// deleted ('__layout__' and '__slots__'): X's locked take seeds them
+	// and floors what it cannot know (rule 2).
+	ctxMarkersLost
+	// ctxHeldLost: as ctxMarkersLost, and every slot row ever held deleted
+	// too: the rows never held that survive say nothing of the layout, and
+	// X's take gives them the worst case as their promise (raiseNever).
+	ctxHeldLost
+	// ctxRange: as ctxChangedMade, but M leased with the worker range
+	// 1024..2047, which the pool records: X, with none, moves the record
+	// (changeRange), while no slot is live.
+	ctxRange
 )
+
+// ctxNames name the contexts in cell names ("claim/before×none@widening")
+// and notes.
+var ctxNames = map[mctx]string{ctxPlain: "plain", ctxChanged: "changed", ctxChangedMade: "made", ctxLive: "live",
+	ctxWidening: "widening", ctxWideningLive: "widening-live", ctxWidenedNew: "widened-new",
+	ctxMarkersLost: "markers-lost", ctxHeldLost: "held-lost", ctxRange: "range"}
 
 // xOp is what X does that sends the statement.
 type xOp int
@@ -63,33 +98,61 @@ const (
 	xLease              // X leases; the counter hands w out next
 	xRenew              // X holds w; its next renewal
 	xRelease            // X holds w, and closes
+	// The operator's steps, run by the test's own process through a pool
+	// whose statements it holds (operator); Y then takes the worker id the
+	// step floored and issues.
+	xCancel // the operator cancels the widening; Y (0/10/12) takes g
+	xFinish // the operator finishes the widening; Y (0/11/11) takes w
 )
 
 // mstmt is a statement of the lease, as the matrix holds it.
 type mstmt struct {
 	name     string
 	patterns []string // its text contains one of them (sqlText's statements; PostgreSQL's placeholders are $n)
-	ctx      mctx
-	op       xOp
+	// ctxs are the pool's histories in which X's op sends the statement:
+	// the row's own first (its cells' names carry no context), then those
+	// of the matrix's third dimension (named "...@<context>").
+	ctxs []mctx
+	op   xOp
 	// low: G's worker id is drawn from 256..511, so that w = 2g is a row of
 	// the first chunk, made (and never held) before X starts.
 	low bool
+	// notOn are the dialects that never send the statement (SQLite's
+	// locked take holds the database's write lock, and locks no row): the
+	// row has no cells there.
+	notOn []string
 }
 
 var mstmts = []mstmt{
-	{"lookup", []string{"SELECT s.fence, s.beats"}, ctxChangedMade, xTake, false},    // the slot's read, the row there
-	{"lookup-unmade", []string{"SELECT s.fence, s.beats"}, ctxChanged, xTake, false}, // ... the row not made yet
-	{"lookup-old", []string{"SELECT s.fence, s.beats"}, ctxPlain, xTake, true},       // ... of a pool X then changes the layout of
-	{"claim", []string{"SET fence = fence + 1"}, ctxChangedMade, xTake, false},       // the compare-and-set alone
-	{"counter", []string{"SET worker_id = LAST_INSERT_ID(", "SET worker_id = (worker_id + 1)"}, ctxChangedMade, xLease, false},
-	{"locked", []string{"WHERE service_name IN ('" + schema.LayoutService + "'"}, ctxChanged, xTake, false}, // the locked take's lock
-	{"count", []string{"SELECT COUNT(*), "}, ctxChanged, xTake, false},                                      // its count of the rows
-	{"make-rows", []string{"INSERT INTO sys_sequence_slot"}, ctxChanged, xTake, false},                      // its rows made
-	{"commit", []string{"COMMIT"}, ctxChanged, xTake, false},                                                // its COMMIT
-	{"layout-change", []string{"SET promise_ms = CASE WHEN"}, ctxPlain, xTake, false},                       // X's change of layout
-	{"write-marker", []string{"SET worker_id = ?, instance", "SET worker_id = $1, instance"}, ctxPlain, xTake, false},
-	{"renew", []string{"promise_ms = GREATEST(promise_ms", "promise_ms = max(promise_ms"}, ctxChangedMade, xRenew, false},
-	{"release", []string{"expires_ms = 0, promise_ms"}, ctxChangedMade, xRelease, false},
+	{"lookup", []string{"SELECT s.fence, s.beats"}, []mctx{ctxChangedMade, ctxChanged, ctxPlain, ctxLive, ctxWidening, ctxWideningLive, ctxWidenedNew, ctxMarkersLost, ctxRange}, xTake, false, nil},     // the slot's read, the row there
+	{"lookup-unmade", []string{"SELECT s.fence, s.beats"}, []mctx{ctxChanged}, xTake, false, nil},                                                                                                        // ... the row not made yet
+	{"lookup-old", []string{"SELECT s.fence, s.beats"}, []mctx{ctxPlain}, xTake, true, nil},                                                                                                              // ... of a pool X then changes the layout of
+	{"claim", []string{"SET fence = fence + 1, beats = beats + 1, service_name"}, []mctx{ctxChangedMade, ctxChanged, ctxPlain, ctxWidening, ctxWidenedNew, ctxMarkersLost, ctxRange}, xTake, false, nil}, // the compare-and-set alone
+	{"counter", []string{"SET worker_id = LAST_INSERT_ID(", "SET worker_id = (worker_id + 1)"}, []mctx{ctxChangedMade, ctxChanged, ctxPlain, ctxWidening, ctxMarkersLost, ctxRange}, xLease, false, nil},
+	{"locked", []string{"WHERE service_name IN ('" + schema.LayoutService + "'"}, []mctx{ctxChanged, ctxPlain, ctxLive, ctxWidening, ctxWideningLive, ctxWidenedNew, ctxMarkersLost, ctxRange}, xTake, false, nil}, // the locked take's lock
+	{"count", []string{"SELECT COUNT(*), "}, []mctx{ctxChanged, ctxPlain, ctxLive, ctxWidening, ctxWideningLive, ctxWidenedNew, ctxMarkersLost, ctxRange}, xTake, false, nil},                                      // its count of the rows
+	{"make-rows", []string{"INSERT INTO sys_sequence_slot"}, []mctx{ctxChanged, ctxPlain, ctxWidening}, xTake, false, nil},                                                                                         // its rows made
+	{"commit", []string{"COMMIT"}, []mctx{ctxChanged, ctxPlain, ctxWidening, ctxWidenedNew, ctxMarkersLost, ctxRange}, xTake, false, nil},                                                                          // its COMMIT
+	{"layout-change", []string{"SET promise_ms = CASE WHEN"}, []mctx{ctxPlain}, xTake, false, nil},                                                                                                                 // X's change of layout
+	{"write-marker", []string{"SET worker_id = ?, instance", "SET worker_id = $1, instance"}, []mctx{ctxPlain, ctxChanged, ctxMarkersLost, ctxRange}, xTake, false, nil},
+	{"renew", []string{"promise_ms = GREATEST(promise_ms", "promise_ms = max(promise_ms"}, []mctx{ctxChangedMade, ctxChanged, ctxPlain, ctxWidening, ctxWidenedNew, ctxMarkersLost, ctxRange}, xRenew, false, nil},
+	{"release", []string{"expires_ms = 0, promise_ms"}, []mctx{ctxChangedMade, ctxChanged, ctxPlain, ctxWidening, ctxWidenedNew, ctxMarkersLost, ctxRange}, xRelease, false, nil},
+	// The statements of a change of layout over a live holder of the old
+	// one (issue 32's finding 4: a row deleted between the count and the
+	// look for live holders), of a widening's take, cancel and finish
+	// (findings 1 and 3), of a take over both pool rows lost (finding 2's
+	// state), of a chunk's making and of a change of the worker range.
+	{"live-other", []string{"WHERE (layout < "}, []mctx{ctxLive, ctxPlain}, xTake, false, nil},                                                                       // a change of layout's look for live slots
+	{"lock-slots", []string{"SELECT worker_id FROM sys_sequence_slot FOR UPDATE"}, []mctx{ctxLive, ctxPlain, ctxRange}, xTake, false, []string{dialect.SQLite}},      // its lock of every row (rule 3)
+	{"layout-max", []string{"SELECT layout, MAX(promise_ms), MAX(expires_ms)"}, []mctx{ctxPlain, ctxMarkersLost}, xTake, false, nil},                                 // its read of each layout's promises
+	{"cross-rows", []string{"SELECT worker_id, expires_ms, promise_ms, instance, layout, "}, []mctx{ctxWideningLive, ctxWidening, ctxWidenedNew}, xTake, false, nil}, // a widening's cross-check
+	{"fence-range", []string{"SET fence = fence + 1, beats = beats + 1, updated_at"}, []mctx{ctxWidening, ctxWidenedNew}, xTake, false, nil},                         // its fence of what it floors above
+	{"raise-below", []string{"(SELECT m FROM (SELECT COALESCE(MAX(promise_ms), 0) AS m"}, []mctx{ctxWidenedNew, ctxWidening}, xCancel, false, nil},                   // a cancel's floor of the old rows
+	{"live-outside", []string{"AND (s.worker_id < "}, []mctx{ctxWidening, ctxWidenedNew}, xFinish, false, nil},                                                       // a finish's census
+	{"seed-markers", []string{"VALUES ('" + schema.LayoutService + "', 0, NULL, "}, []mctx{ctxMarkersLost, ctxHeldLost}, xTake, false, nil},                          // the pool rows put back
+	{"raise-never", []string{"WHERE layout IS NULL AND promise_ms < "}, []mctx{ctxHeldLost}, xTake, false, nil},                                                      // the floor of rows never held
+	{"chunk-rows", []string{"(SELECT MIN(promise_ms) FROM sys_sequence_slot WHERE expires_ms < "}, []mctx{ctxChanged, ctxPlain, ctxWidening}, xTake, false, nil},     // a chunk's read before its rows are made
+	{"live-any", []string{"SELECT worker_id FROM sys_sequence_slot WHERE expires_ms >= "}, []mctx{ctxRange}, xTake, false, nil},                                      // a change of the range's look for live slots
 }
 
 var phases = []string{"before", "answer"}
@@ -98,7 +161,7 @@ var phases = []string{"before", "answer"}
 // cell.act).
 var actions = []string{"none", "take", "renew", "release", "delete-row", "delete-rows", "delete-layout", "edit-layout",
 	"delete-slots", "edit-slots", "delete-row-layout", "forge-layout", "widen", "narrow", "epoch", "ttl", "clock-step",
-	"widen-online", "lost-operate"}
+	"widen-online", "lost-operate", "delete-cross"}
 
 // ciCells are the cells CI runs on each database: the cells that found
 // issue 22's holes on the code before its fixes (the first six; the
@@ -121,6 +184,15 @@ var ciCells = []string{
 	// Issue 32's range-online class, found by the long run's oracle: an
 	// operator's change over a lost '__slots__' row.
 	"claim/before×lost-operate",
+	// Issue 32's findings as cells: a live holder's row deleted after the
+	// take's count and before a change of layout looks for live holders
+	// (finding 4) or a widening's cross-check reads the other layout's
+	// rows (finding 1); a cancel over a new row deleted (finding 3); a
+	// take over both pool rows lost (finding 2's state); and every other
+	// statement of the widening, the cancel, the finish and the range once.
+	"count/answer×delete-cross@live", "count/answer×delete-cross@widening-live", "raise-below/before×delete-row",
+	"seed-markers/answer×take", "raise-never/before×none", "lock-slots/answer×renew", "layout-max/before×release",
+	"fence-range/answer×renew", "live-outside/before×take", "chunk-rows/answer×delete-layout", "live-any/before×take",
 }
 
 var (
@@ -129,21 +201,38 @@ var (
 	layoutWide = layout{0, 12, 10}
 )
 
-func cellName(st mstmt, phase, action string) string { return st.name + "/" + phase + "×" + action }
+// cellName names a cell: statement/phase×action, and "@context" for a
+// context other than the row's own.
+func cellName(st mstmt, phase, action string, ctx mctx) string {
+	n := st.name + "/" + phase + "×" + action
+	if ctx != st.ctxs[0] {
+		n += "@" + ctxNames[ctx]
+	}
+	return n
+}
+
+// allCells is the whole cube: every row, phase, action and context of the
+// row's.
+func allCells() []string {
+	var all []string
+	for _, st := range mstmts {
+		for _, ctx := range st.ctxs {
+			for _, ph := range phases {
+				for _, a := range actions {
+					all = append(all, cellName(st, ph, a, ctx))
+				}
+			}
+		}
+	}
+	return all
+}
 
 // matrixCells lists the cells CHAOS_MATRIX selects: the CI cells when it is
 // empty, every cell for "all", else those matching any of its
 // comma-separated path.Match patterns.
 func matrixCells(t *testing.T) []string {
 	sel := os.Getenv("CHAOS_MATRIX")
-	var all []string
-	for _, st := range mstmts {
-		for _, ph := range phases {
-			for _, a := range actions {
-				all = append(all, cellName(st, ph, a))
-			}
-		}
-	}
+	all := allCells()
 	switch sel {
 	case "":
 		for _, c := range ciCells {
@@ -172,12 +261,14 @@ func matrixCells(t *testing.T) []string {
 	return out
 }
 
-func findCell(name string) (mstmt, string, string) {
+func findCell(name string) (mstmt, string, string, mctx) {
 	for _, st := range mstmts {
-		for _, ph := range phases {
-			for _, a := range actions {
-				if cellName(st, ph, a) == name {
-					return st, ph, a
+		for _, ctx := range st.ctxs {
+			for _, ph := range phases {
+				for _, a := range actions {
+					if cellName(st, ph, a, ctx) == name {
+						return st, ph, a, ctx
+					}
 				}
 			}
 		}
@@ -189,6 +280,9 @@ func findCell(name string) (mstmt, string, string) {
 type matrixTally struct {
 	mu                     sync.Mutex
 	pass, fail, notApplied []string
+	// none are the cells of a statement the database's dialect never sends
+	// (mstmt.notOn): not run, not counted as cells.
+	none []string
 }
 
 func (m *matrixTally) add(name, result string) {
@@ -209,8 +303,8 @@ func (m *matrixTally) String() string {
 	defer m.mu.Unlock()
 	slices.Sort(m.fail)
 	slices.Sort(m.notApplied)
-	return fmt.Sprintf("%d cells: %d pass, %d fail %v, %d not applied %v", len(m.pass)+len(m.fail)+len(m.notApplied),
-		len(m.pass), len(m.fail), m.fail, len(m.notApplied), m.notApplied)
+	return fmt.Sprintf("%d cells: %d pass, %d fail %v, %d not applied %v (and %d of statements this dialect never sends)",
+		len(m.pass)+len(m.fail)+len(m.notApplied), len(m.pass), len(m.fail), m.fail, len(m.notApplied), m.notApplied, len(m.none))
 }
 
 // TestMatrix runs the statement matrix's cells (see matrixCells) on every
@@ -227,6 +321,10 @@ func TestMatrix(t *testing.T) {
 		sem := make(chan struct{}, par)
 		t.Run("cells", func(t *testing.T) {
 			for _, name := range cells {
+				if st, _, _, _ := findCell(name); slices.Contains(st.notOn, b.Dialect) {
+					tally.none = append(tally.none, name) // no such statement here: no cell
+					continue
+				}
 				t.Run(name, func(t *testing.T) {
 					t.Parallel()
 					sem <- struct{}{}
@@ -243,13 +341,13 @@ func TestMatrix(t *testing.T) {
 // runCell runs one cell and reports "pass", "fail" or "not applied" (a
 // failure too: the cell proves nothing).
 func runCell(t *testing.T, b dbtest.Backend, name string, seed uint64) string {
-	st, phase, action := findCell(name)
+	st, phase, action, ctx := findCell(name)
 	rep := newReport(b.Name)
 	db := b.Fresh(t)
 	createTables(t, db.DB, b.Dialect)
 	cseed := seed ^ fnv64(name)
 	r := newRound(t, b, db, cseed, rep)
-	c := &cell{r: r, st: st, phase: phase, action: action, rng: rand.New(rand.NewPCG(cseed, 0x6d6174))}
+	c := &cell{r: r, st: st, phase: phase, action: action, ctx: ctx, rng: rand.New(rand.NewPCG(cseed, 0x6d6174))}
 	start := time.Now()
 	err := c.run()
 	r.quitAll()
@@ -276,6 +374,7 @@ type cell struct {
 	r             *round
 	st            mstmt
 	phase, action string
+	ctx           mctx // the pool's history before X starts
 	rng           *rand.Rand
 
 	x, o    *proc // X's process, and the other actors'
@@ -364,15 +463,37 @@ func (c *cell) history() error {
 		c.g = 256 + c.rng.Int64N(256)
 	}
 	c.w = 2 * c.g
+	c.note("context: %s", ctxNames[c.ctx])
 	gs := c.openWait(c.o, "G", c.spec("g", layoutOld, c.g), 20*time.Second)
 	if ready, _, _, _ := gs.snapshot(); ready == nil {
 		return fmt.Errorf("G did not open")
 	}
 	time.Sleep(300 * time.Millisecond)
-	if !c.closeWait(c.o, gs) {
+	live := c.ctx == ctxLive || c.ctx == ctxWideningLive
+	if !live && !c.closeWait(c.o, gs) {
 		return fmt.Errorf("G did not close")
 	}
-	if c.st.ctx == ctxPlain {
+	switch c.ctx {
+	case ctxPlain, ctxLive:
+		return nil
+	case ctxWidening, ctxWideningLive, ctxWidenedNew:
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := lease.Widen(ctx, c.r.db.DB, c.r.b.Dialect, layoutNew.String(), true); err != nil {
+			return fmt.Errorf("the widening did not start: %w", err)
+		}
+		c.note("the pool widens to %s", layoutNew)
+		if c.ctx != ctxWidenedNew {
+			return nil
+		}
+		ns := c.openWait(c.o, "N", c.spec("n", layoutNew, c.w), 20*time.Second)
+		if ready, _, _, _ := ns.snapshot(); ready == nil {
+			return fmt.Errorf("N did not take w")
+		}
+		time.Sleep(300 * time.Millisecond)
+		if !c.closeWait(c.o, ns) {
+			return fmt.Errorf("N did not close")
+		}
 		return nil
 	}
 	cs := c.openWait(c.o, "C", c.spec("c", layoutNew, c.rng.Int64N(1024)), 20*time.Second)
@@ -382,15 +503,25 @@ func (c *cell) history() error {
 	if !c.closeWait(c.o, cs) {
 		return fmt.Errorf("C did not close")
 	}
-	if c.st.ctx == ctxChanged {
+	if c.ctx == ctxChanged {
 		return nil
 	}
-	ms := c.openWait(c.o, "M", c.spec("m", layoutNew, 2047), 20*time.Second)
+	mspec := c.spec("m", layoutNew, 2047)
+	if c.ctx == ctxRange {
+		mspec.RangeLo, mspec.RangeHi = 1024, 2047
+	}
+	ms := c.openWait(c.o, "M", mspec, 20*time.Second)
 	if ready, _, _, _ := ms.snapshot(); ready == nil {
 		return fmt.Errorf("M did not make w's chunk")
 	}
 	if !c.closeWait(c.o, ms) {
 		return fmt.Errorf("M did not close")
+	}
+	if c.ctx == ctxMarkersLost || c.ctx == ctxHeldLost {
+		c.exec("DELETE FROM sys_sequence WHERE service_name IN ('" + schema.LayoutService + "', '" + schema.SlotsService + "')")
+	}
+	if c.ctx == ctxHeldLost {
+		c.exec("DELETE FROM sys_sequence_slot WHERE layout IS NOT NULL")
 	}
 	return nil
 }
@@ -416,6 +547,9 @@ func (c *cell) run() error {
 	}
 	xs.LeaseTimeoutMs = 10_000
 	hold := wire.Hold{Name: "cell", Patterns: c.st.patterns, Phase: c.phase}
+	if c.st.op == xCancel || c.st.op == xFinish {
+		return c.operate(hold)
+	}
 	switch c.st.op {
 	case xTake, xLease:
 		if err := c.x.arm(hold); err != nil {
@@ -463,6 +597,73 @@ func (c *cell) run() error {
 			c.note("X holds %d (%s)", ready.Worker, ready.State)
 		}
 	}
+	time.Sleep(1500 * time.Millisecond)
+	return nil
+}
+
+// operate runs the cell with the operator as X: the test's own process
+// cancels or finishes the widening through a pool of its own whose
+// statement it holds while the action is taken; then Y takes the worker id
+// whose floor the step set (a cancel's g of the old layout, a finish's w of
+// the wider one) and issues, above every ID the holders before it issued.
+func (c *cell) operate(hold wire.Hold) error {
+	phase := holddriver.Before
+	if hold.Phase == "answer" {
+		phase = holddriver.Answer
+	}
+	held := make(chan string, 1)
+	ctl := holddriver.NewControl(func(_, query string) {
+		select {
+		case held <- query:
+		default:
+		}
+	})
+	if err := ctl.Arm(holddriver.Hold{Name: hold.Name, Patterns: hold.Patterns, Phase: phase}); err != nil {
+		return err
+	}
+	defer ctl.ReleaseAll()
+	db := sql.OpenDB(holddriver.Connector(c.r.db.DB.Driver(), c.r.db.DSN, ctl))
+	defer db.Close()
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		var err error
+		if c.st.op == xCancel {
+			_, err = lease.CancelWiden(ctx, db, c.r.b.Dialect, true)
+		} else {
+			_, err = lease.FinishWiden(ctx, db, c.r.b.Dialect, true)
+		}
+		done <- err
+	}()
+	var q string
+	select {
+	case q = <-held:
+	case err := <-done:
+		return fmt.Errorf("the operator's step ended without sending %s: %v", c.st.name, err)
+	case <-time.After(15 * time.Second):
+		return fmt.Errorf("the operator's step never sent %s", c.st.name)
+	}
+	c.note("the operator held at %q", shorten(q))
+	acted := make(chan struct{})
+	go func() {
+		defer close(acted)
+		c.act()
+	}()
+	select {
+	case <-acted:
+	case <-time.After(8 * time.Second):
+		c.note("the action waits for the operator (a lock it holds): the operator goes on first")
+	}
+	ctl.Release(hold.Name)
+	<-acted
+	c.note("the operator's step: %v", <-done)
+	ys := c.spec("y", layoutOld, c.g)
+	if c.st.op == xFinish {
+		ys = c.spec("y", layoutNew, c.w)
+	}
+	ys.LeaseTimeoutMs = 10_000
+	c.openWait(c.o, "Y", ys, 20*time.Second)
 	time.Sleep(1500 * time.Millisecond)
 	return nil
 }
@@ -610,6 +811,12 @@ func (c *cell) act() {
 		}
 		c.note("the operator's change over the lost row: %v", err)
 		remake()
+	case "delete-cross":
+		// The row of the other layout whose IDs w shares (g, old worker
+		// id w/2: G's, live in the contexts where G stays open) is
+		// deleted: a take that read the pool's count before must not take
+		// the missing row for one never there (rule 3).
+		c.exec(fmt.Sprintf("DELETE FROM sys_sequence_slot WHERE worker_id = %d", c.g))
 	case "epoch":
 		s := c.spec("epoch", layoutNew, c.mate())
 		shift := between(c.rng, 500*time.Millisecond, 3*time.Second)
