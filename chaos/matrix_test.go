@@ -70,6 +70,13 @@ const (
 	// closed: w's row holds a promise of the wider layout, which a cancel
 	// must give the old rows (raiseBelow).
 	ctxWidenedNew
+	// ctxNewRowLost: as ctxWidening, then N takes w in the wider layout and
+	// issues; w's row is deleted under it; P, a starter of the old layout
+	// on g's sibling, counts the rows (a deficit: the deletion's window
+	// opens); N and P close, and the window passes. w's row is gone with
+	// N's promise: only the window says how far N issued (issue 32's
+	// finding 3, for a cancel).
+	ctxNewRowLost
 	// ctxMarkersLost: as ctxChangedMade, then both of the pool's rows are
 	// deleted ('__layout__' and '__slots__'): X's locked take seeds them
 	// and floors what it cannot know (rule 2).
@@ -87,7 +94,7 @@ const (
 // ctxNames name the contexts in cell names ("claim/before×none@widening")
 // and notes.
 var ctxNames = map[mctx]string{ctxPlain: "plain", ctxChanged: "changed", ctxChangedMade: "made", ctxLive: "live",
-	ctxWidening: "widening", ctxWideningLive: "widening-live", ctxWidenedNew: "widened-new",
+	ctxWidening: "widening", ctxWideningLive: "widening-live", ctxWidenedNew: "widened-new", ctxNewRowLost: "new-row-lost",
 	ctxMarkersLost: "markers-lost", ctxHeldLost: "held-lost", ctxRange: "range"}
 
 // xOp is what X does that sends the statement.
@@ -147,7 +154,7 @@ var mstmts = []mstmt{
 	{"layout-max", []string{"SELECT layout, MAX(promise_ms), MAX(expires_ms)"}, []mctx{ctxPlain, ctxMarkersLost}, xTake, false, nil},                                 // its read of each layout's promises
 	{"cross-rows", []string{"SELECT worker_id, expires_ms, promise_ms, instance, layout, "}, []mctx{ctxWideningLive, ctxWidening, ctxWidenedNew}, xTake, false, nil}, // a widening's cross-check
 	{"fence-range", []string{"SET fence = fence + 1, beats = beats + 1, updated_at"}, []mctx{ctxWidening, ctxWidenedNew}, xTake, false, nil},                         // its fence of what it floors above
-	{"raise-below", []string{"(SELECT m FROM (SELECT COALESCE(MAX(promise_ms), 0) AS m"}, []mctx{ctxWidenedNew, ctxWidening}, xCancel, false, nil},                   // a cancel's floor of the old rows
+	{"raise-below", []string{"(SELECT m FROM (SELECT COALESCE(MAX(promise_ms), 0) AS m"}, []mctx{ctxWidenedNew, ctxWidening, ctxNewRowLost}, xCancel, false, nil},    // a cancel's floor of the old rows
 	{"live-outside", []string{"AND (s.worker_id < "}, []mctx{ctxWidening, ctxWidenedNew}, xFinish, false, nil},                                                       // a finish's census
 	{"seed-markers", []string{"VALUES ('" + schema.LayoutService + "', 0, NULL, "}, []mctx{ctxMarkersLost, ctxHeldLost}, xTake, false, nil},                          // the pool rows put back
 	{"raise-never", []string{"WHERE layout IS NULL AND promise_ms < "}, []mctx{ctxHeldLost}, xTake, false, nil},                                                      // the floor of rows never held
@@ -190,7 +197,7 @@ var ciCells = []string{
 	// rows (finding 1); a cancel over a new row deleted (finding 3); a
 	// take over both pool rows lost (finding 2's state); and every other
 	// statement of the widening, the cancel, the finish and the range once.
-	"count/answer×delete-cross@live", "count/answer×delete-cross@widening-live", "raise-below/before×delete-row",
+	"count/answer×delete-cross@live", "count/answer×delete-cross@widening-live", "raise-below/before×none@new-row-lost",
 	"seed-markers/answer×take", "raise-never/before×none", "lock-slots/answer×renew", "layout-max/before×release",
 	"fence-range/answer×renew", "live-outside/before×take", "chunk-rows/answer×delete-layout", "live-any/before×take",
 }
@@ -476,14 +483,14 @@ func (c *cell) history() error {
 	switch c.ctx {
 	case ctxPlain, ctxLive:
 		return nil
-	case ctxWidening, ctxWideningLive, ctxWidenedNew:
+	case ctxWidening, ctxWideningLive, ctxWidenedNew, ctxNewRowLost:
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if _, err := lease.Widen(ctx, c.r.db.DB, c.r.b.Dialect, layoutNew.String(), true); err != nil {
 			return fmt.Errorf("the widening did not start: %w", err)
 		}
 		c.note("the pool widens to %s", layoutNew)
-		if c.ctx != ctxWidenedNew {
+		if c.ctx != ctxWidenedNew && c.ctx != ctxNewRowLost {
 			return nil
 		}
 		ns := c.openWait(c.o, "N", c.spec("n", layoutNew, c.w), 20*time.Second)
@@ -491,8 +498,21 @@ func (c *cell) history() error {
 			return fmt.Errorf("N did not take w")
 		}
 		time.Sleep(300 * time.Millisecond)
+		if c.ctx == ctxNewRowLost {
+			c.exec(fmt.Sprintf("DELETE FROM sys_sequence_slot WHERE worker_id = %d", c.w))
+			ps := c.openWait(c.o, "P", c.spec("p", layoutOld, c.g^1), 20*time.Second)
+			if ready, _, _, _ := ps.snapshot(); ready == nil {
+				return fmt.Errorf("P did not take g's sibling")
+			}
+			c.closeWait(c.o, ps)
+		}
 		if !c.closeWait(c.o, ns) {
 			return fmt.Errorf("N did not close")
+		}
+		if c.ctx == ctxNewRowLost {
+			// The window: the database's clock at P's count plus the
+			// longest TTL (2 s), and a second to spare on a loaded machine.
+			time.Sleep(3 * time.Second)
 		}
 		return nil
 	}

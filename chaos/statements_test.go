@@ -122,3 +122,23 @@ func TestMatrixHoldsEveryStatement(t *testing.T) {
 	}
 	t.Logf("%d statements: %d held by the matrix's %d rows, %d outside it", len(seen), len(seen)-len(outsideMatrix), len(mstmts), len(outsideMatrix))
 }
+
+// TestMatrixContextsNamed: every context a row names has a name, and no
+// two cells of the cube share one.
+func TestMatrixContextsNamed(t *testing.T) {
+	for _, st := range mstmts {
+		for _, c := range st.ctxs {
+			if ctxNames[c] == "" {
+				t.Errorf("row %q: context %d has no name", st.name, c)
+			}
+		}
+	}
+	seen := map[string]bool{}
+	for _, c := range allCells() {
+		if seen[c] {
+			t.Errorf("two cells are named %q", c)
+		}
+		seen[c] = true
+	}
+	t.Logf("the cube: %d cells a database", len(seen))
+}
