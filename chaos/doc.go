@@ -14,7 +14,7 @@
 //	CI=true go test -count=1 -run TestChaos ./chaos           # the random round only: seed 126, ~25 s per database
 //	CI=true go test -count=1 -run TestScenarios ./chaos       # the holes' scenarios
 //	CI=true go test -count=1 -run TestMatrix ./chaos          # the statement matrix's CI cells
-//	CHAOS_MATRIX=all CI=true go test -count=1 -timeout 0 -parallel 4 -run TestMatrix ./chaos   # the whole matrix (about an hour)
+//	CHAOS_MATRIX=all CI=true go test -count=1 -timeout 0 -parallel 4 -run TestMatrix ./chaos   # the whole cube (3,680 cells a database: hours)
 //	CHAOS_DURATION=30m CI=true go test -count=1 -run TestChaos -timeout 0 ./chaos   # a long run
 //
 // The databases are internal/dbtest's: MariaDB and PostgreSQL on the
@@ -38,7 +38,9 @@
 //     failure; without it they go with the test's temporary directory.
 //   - CHAOS_SCENARIO_RUNS: runs of each scenario in TestScenarios (1), with
 //     seeds CHAOS_SEED, +1, ...
-//   - CHAOS_MATRIX: the cells of TestMatrix: empty for CI's (ciCells), "all",
+//   - CHAOS_MATRIX: the cells of TestMatrix, named statement/phase×action
+//     and, for a context other than the row's own, "@context"
+//     ("count/answer×delete-cross@live"): empty for CI's (ciCells), "all",
 //     or comma-separated path.Match patterns of cell names
 //     ("claim/*×delete-*"); CHAOS_MATRIX_PARALLEL cells at once (2; go
 //     test's -parallel bounds it too). A cell's seed is CHAOS_SEED (22)
@@ -155,12 +157,22 @@
 // TestMatrix hunts the class those holes belong to: a statement of one
 // starter held (before it reaches the database, or its answer) while
 // another actor acts on the pool. Every statement of the lease is crossed
-// with every action (see matrix_test.go); each cell is a named,
-// seed-reproducible round on a fresh database whose history (a layout
-// changed over a closed holder's IDs) makes a lost floor show, checked for
-// equal IDs and by the oracle. chaos/testdata/matrix-before.txt has the
-// whole matrix on the code before issue 22's fixes, and the cells that
-// failed there.
+// with every action and with the pool's contexts in which it is sent (see
+// matrix_test.go): a plain pool, a change of layout pending, rows not made
+// or made, a live holder of the old layout, a widening in progress (its
+// starters of the wider layout, with the old holder live or not, a new row
+// held and released, a new row deleted under its holder), both pool rows
+// lost (with the held rows too), a worker range recorded. The operator's
+// steps (a widening's cancel and finish) are held in the test's own
+// process, and a starter then takes the worker id they floored. Each cell
+// is a named, seed-reproducible round on a fresh database whose history
+// (a layout changed over a closed holder's IDs) makes a lost floor show,
+// checked for equal IDs and by the oracle. TestMatrixHoldsEveryStatement
+// fails when the lease sends a statement no row holds (or that is not
+// listed outside the matrix with why), and when a row's pattern would
+// hold another statement. chaos/testdata/matrix-before.txt has the whole
+// matrix on the code before issue 22's fixes, and the cells that failed
+// there.
 //
 // # Exclusions
 //
