@@ -128,47 +128,67 @@ type mstmt struct {
 	// locked take holds the database's write lock, and locks no row): the
 	// row has no cells there.
 	notOn []string
+	// drop: the row has cells of the phase "drop" too, a write that does
+	// not commit (held before it is sent, then never sent: the connection
+	// is cut, and the server rolls back its transaction) while its slot
+	// still reads as it did.
+	drop bool
 }
 
 var mstmts = []mstmt{
-	{"lookup", []string{"SELECT s.fence, s.beats"}, []mctx{ctxChangedMade, ctxChanged, ctxPlain, ctxLive, ctxWidening, ctxWideningLive, ctxWidenedNew, ctxMarkersLost, ctxRange}, xTake, false, nil},     // the slot's read, the row there
-	{"lookup-unmade", []string{"SELECT s.fence, s.beats"}, []mctx{ctxChanged}, xTake, false, nil},                                                                                                        // ... the row not made yet
-	{"lookup-old", []string{"SELECT s.fence, s.beats"}, []mctx{ctxPlain}, xTake, true, nil},                                                                                                              // ... of a pool X then changes the layout of
-	{"claim", []string{"SET fence = fence + 1, beats = beats + 1, service_name"}, []mctx{ctxChangedMade, ctxChanged, ctxPlain, ctxWidening, ctxWidenedNew, ctxMarkersLost, ctxRange}, xTake, false, nil}, // the compare-and-set alone
-	{"counter", []string{"SET worker_id = LAST_INSERT_ID(", "SET worker_id = (worker_id + 1)"}, []mctx{ctxChangedMade, ctxChanged, ctxPlain, ctxWidening, ctxMarkersLost, ctxRange}, xLease, false, nil},
-	{"locked", []string{"WHERE service_name IN ('" + schema.LayoutService + "'"}, []mctx{ctxChanged, ctxPlain, ctxLive, ctxWidening, ctxWideningLive, ctxWidenedNew, ctxMarkersLost, ctxRange}, xTake, false, nil}, // the locked take's lock
-	{"count", []string{"SELECT COUNT(*), "}, []mctx{ctxChanged, ctxPlain, ctxLive, ctxWidening, ctxWideningLive, ctxWidenedNew, ctxMarkersLost, ctxRange}, xTake, false, nil},                                      // its count of the rows
-	{"make-rows", []string{"INSERT INTO sys_sequence_slot"}, []mctx{ctxChanged, ctxPlain, ctxWidening}, xTake, false, nil},                                                                                         // its rows made
-	{"commit", []string{"COMMIT"}, []mctx{ctxChanged, ctxPlain, ctxWidening, ctxWidenedNew, ctxMarkersLost, ctxRange}, xTake, false, nil},                                                                          // its COMMIT
-	{"layout-change", []string{"SET promise_ms = CASE WHEN"}, []mctx{ctxPlain}, xTake, false, nil},                                                                                                                 // X's change of layout
-	{"write-marker", []string{"SET worker_id = ?, instance", "SET worker_id = $1, instance"}, []mctx{ctxPlain, ctxChanged, ctxMarkersLost, ctxRange}, xTake, false, nil},
-	{"renew", []string{"promise_ms = GREATEST(promise_ms", "promise_ms = max(promise_ms"}, []mctx{ctxChangedMade, ctxChanged, ctxPlain, ctxWidening, ctxWidenedNew, ctxMarkersLost, ctxRange}, xRenew, false, nil},
-	{"release", []string{"expires_ms = 0, promise_ms"}, []mctx{ctxChangedMade, ctxChanged, ctxPlain, ctxWidening, ctxWidenedNew, ctxMarkersLost, ctxRange}, xRelease, false, nil},
+	{"lookup", []string{"SELECT s.fence, s.beats"}, []mctx{ctxChangedMade, ctxChanged, ctxPlain, ctxLive, ctxWidening, ctxWideningLive, ctxWidenedNew, ctxMarkersLost, ctxRange}, xTake, false, nil, false},    // the slot's read, the row there
+	{"lookup-unmade", []string{"SELECT s.fence, s.beats"}, []mctx{ctxChanged}, xTake, false, nil, false},                                                                                                       // ... the row not made yet
+	{"lookup-old", []string{"SELECT s.fence, s.beats"}, []mctx{ctxPlain}, xTake, true, nil, false},                                                                                                             // ... of a pool X then changes the layout of
+	{"claim", []string{"SET fence = fence + 1, beats = beats + 1, service_name"}, []mctx{ctxChangedMade, ctxChanged, ctxPlain, ctxWidening, ctxWidenedNew, ctxMarkersLost, ctxRange}, xTake, false, nil, true}, // the compare-and-set alone
+	{"counter", []string{"SET worker_id = LAST_INSERT_ID(", "SET worker_id = (worker_id + 1)"}, []mctx{ctxChangedMade, ctxChanged, ctxPlain, ctxWidening, ctxMarkersLost, ctxRange}, xLease, false, nil, false},
+	{"locked", []string{"WHERE service_name IN ('" + schema.LayoutService + "'"}, []mctx{ctxChanged, ctxPlain, ctxLive, ctxWidening, ctxWideningLive, ctxWidenedNew, ctxMarkersLost, ctxRange}, xTake, false, nil, false}, // the locked take's lock
+	{"count", []string{"SELECT COUNT(*), "}, []mctx{ctxChanged, ctxPlain, ctxLive, ctxWidening, ctxWideningLive, ctxWidenedNew, ctxMarkersLost, ctxRange}, xTake, false, nil, false},                                      // its count of the rows
+	{"make-rows", []string{"INSERT INTO sys_sequence_slot"}, []mctx{ctxChanged, ctxPlain, ctxWidening}, xTake, false, nil, false},                                                                                         // its rows made
+	{"commit", []string{"COMMIT"}, []mctx{ctxChanged, ctxPlain, ctxWidening, ctxWidenedNew, ctxMarkersLost, ctxRange}, xTake, false, nil, true},                                                                           // its COMMIT
+	{"layout-change", []string{"SET promise_ms = CASE WHEN"}, []mctx{ctxPlain}, xTake, false, nil, false},                                                                                                                 // X's change of layout
+	{"write-marker", []string{"SET worker_id = ?, instance", "SET worker_id = $1, instance"}, []mctx{ctxPlain, ctxChanged, ctxMarkersLost, ctxRange}, xTake, false, nil, false},
+	{"renew", []string{"promise_ms = GREATEST(promise_ms", "promise_ms = max(promise_ms"}, []mctx{ctxChangedMade, ctxChanged, ctxPlain, ctxWidening, ctxWidenedNew, ctxMarkersLost, ctxRange}, xRenew, false, nil, true},
+	{"renew-commit", []string{"COMMIT"}, []mctx{ctxChangedMade, ctxWidening, ctxRange}, xRenew, false, nil, true}, // a renewal's COMMIT (its UPDATE ran)
+	{"release-commit", []string{"COMMIT"}, []mctx{ctxChangedMade, ctxWidening}, xRelease, false, nil, true},       // a release's COMMIT
+	{"release", []string{"expires_ms = 0, promise_ms"}, []mctx{ctxChangedMade, ctxChanged, ctxPlain, ctxWidening, ctxWidenedNew, ctxMarkersLost, ctxRange}, xRelease, false, nil, true},
 	// The statements of a change of layout over a live holder of the old
 	// one (issue 32's finding 4: a row deleted between the count and the
 	// look for live holders), of a widening's take, cancel and finish
 	// (findings 1 and 3), of a take over both pool rows lost (finding 2's
 	// state), of a chunk's making and of a change of the worker range.
-	{"live-other", []string{"WHERE (layout < "}, []mctx{ctxLive, ctxPlain}, xTake, false, nil},                                                                       // a change of layout's look for live slots
-	{"lock-slots", []string{"SELECT worker_id FROM sys_sequence_slot FOR UPDATE"}, []mctx{ctxLive, ctxPlain, ctxRange}, xTake, false, []string{dialect.SQLite}},      // its lock of every row (rule 3)
-	{"layout-max", []string{"SELECT layout, MAX(promise_ms), MAX(expires_ms)"}, []mctx{ctxPlain, ctxMarkersLost}, xTake, false, nil},                                 // its read of each layout's promises
-	{"cross-rows", []string{"SELECT worker_id, expires_ms, promise_ms, instance, layout, "}, []mctx{ctxWideningLive, ctxWidening, ctxWidenedNew}, xTake, false, nil}, // a widening's cross-check
-	{"fence-range", []string{"SET fence = fence + 1, beats = beats + 1, updated_at"}, []mctx{ctxWidening, ctxWidenedNew}, xTake, false, nil},                         // its fence of what it floors above
-	{"raise-below", []string{"(SELECT m FROM (SELECT COALESCE(MAX(promise_ms), 0) AS m"}, []mctx{ctxWidenedNew, ctxWidening, ctxNewRowLost}, xCancel, false, nil},    // a cancel's floor of the old rows
-	{"live-outside", []string{"AND (s.worker_id < "}, []mctx{ctxWidening, ctxWidenedNew}, xFinish, false, nil},                                                       // a finish's census
-	{"seed-markers", []string{"VALUES ('" + schema.LayoutService + "', 0, NULL, "}, []mctx{ctxMarkersLost, ctxHeldLost}, xTake, false, nil},                          // the pool rows put back
-	{"raise-never", []string{"WHERE layout IS NULL AND promise_ms < "}, []mctx{ctxHeldLost}, xTake, false, nil},                                                      // the floor of rows never held
-	{"chunk-rows", []string{"(SELECT MIN(promise_ms) FROM sys_sequence_slot WHERE expires_ms < "}, []mctx{ctxChanged, ctxPlain, ctxWidening}, xTake, false, nil},     // a chunk's read before its rows are made
-	{"live-any", []string{"SELECT worker_id FROM sys_sequence_slot WHERE expires_ms >= "}, []mctx{ctxRange}, xTake, false, nil},                                      // a change of the range's look for live slots
+	{"live-other", []string{"WHERE (layout < "}, []mctx{ctxLive, ctxPlain}, xTake, false, nil, false},                                                                       // a change of layout's look for live slots
+	{"lock-slots", []string{"SELECT worker_id FROM sys_sequence_slot FOR UPDATE"}, []mctx{ctxLive, ctxPlain, ctxRange}, xTake, false, []string{dialect.SQLite}, false},      // its lock of every row (rule 3)
+	{"layout-max", []string{"SELECT layout, MAX(promise_ms), MAX(expires_ms)"}, []mctx{ctxPlain, ctxMarkersLost}, xTake, false, nil, false},                                 // its read of each layout's promises
+	{"cross-rows", []string{"SELECT worker_id, expires_ms, promise_ms, instance, layout, "}, []mctx{ctxWideningLive, ctxWidening, ctxWidenedNew}, xTake, false, nil, false}, // a widening's cross-check
+	{"fence-range", []string{"SET fence = fence + 1, beats = beats + 1, updated_at"}, []mctx{ctxWidening, ctxWidenedNew}, xTake, false, nil, false},                         // its fence of what it floors above
+	{"raise-below", []string{"(SELECT m FROM (SELECT COALESCE(MAX(promise_ms), 0) AS m"}, []mctx{ctxWidenedNew, ctxWidening, ctxNewRowLost}, xCancel, false, nil, false},    // a cancel's floor of the old rows
+	{"live-outside", []string{"AND (s.worker_id < "}, []mctx{ctxWidening, ctxWidenedNew}, xFinish, false, nil, false},                                                       // a finish's census
+	{"seed-markers", []string{"VALUES ('" + schema.LayoutService + "', 0, NULL, "}, []mctx{ctxMarkersLost, ctxHeldLost}, xTake, false, nil, false},                          // the pool rows put back
+	{"raise-never", []string{"WHERE layout IS NULL AND promise_ms < "}, []mctx{ctxHeldLost}, xTake, false, nil, false},                                                      // the floor of rows never held
+	{"chunk-rows", []string{"(SELECT MIN(promise_ms) FROM sys_sequence_slot WHERE expires_ms < "}, []mctx{ctxChanged, ctxPlain, ctxWidening}, xTake, false, nil, false},     // a chunk's read before its rows are made
+	{"live-any", []string{"SELECT worker_id FROM sys_sequence_slot WHERE expires_ms >= "}, []mctx{ctxRange}, xTake, false, nil, false},                                      // a change of the range's look for live slots
 }
 
 var phases = []string{"before", "answer"}
+
+// rowPhases are the phases of a row's cells: before and answer, and drop
+// for the rows that have it.
+func rowPhases(st mstmt) []string {
+	if st.drop {
+		return append(phases[:len(phases):len(phases)], "drop")
+	}
+	return phases
+}
 
 // actions are what another actor does while X's statement is held (see
 // cell.act).
 var actions = []string{"none", "take", "renew", "release", "delete-row", "delete-rows", "delete-layout", "edit-layout",
 	"delete-slots", "edit-slots", "delete-row-layout", "forge-layout", "widen", "narrow", "epoch", "ttl", "clock-step",
-	"widen-online", "lost-operate", "delete-cross"}
+	"widen-online", "lost-operate", "delete-cross", "cut-off"}
+
+// actionNotOn are the dialects an action cannot be taken on: SQLite is a
+// file each process opens, with no proxy to cut a process off by.
+var actionNotOn = map[string][]string{"cut-off": {dialect.SQLite}}
 
 // ciCells are the cells CI runs on each database: the cells that found
 // issue 22's holes on the code before its fixes (the first six; the
@@ -200,6 +220,11 @@ var ciCells = []string{
 	"count/answer×delete-cross@live", "count/answer×delete-cross@widening-live", "raise-below/before×none@new-row-lost",
 	"seed-markers/answer×take", "raise-never/before×none", "lock-slots/answer×renew", "layout-max/before×release",
 	"fence-range/answer×renew", "live-outside/before×take", "chunk-rows/answer×delete-layout", "live-any/before×take",
+	// Writes that do not commit while the slot still reads live: a
+	// renewal's COMMIT cut off (the server rolls its UPDATE back), and the
+	// holder then cut off for its TTL while another takes the slot (issue
+	// 32's surviving mutant, 08); a claim and a release cut off.
+	"renew-commit/drop×cut-off", "claim/drop×take", "release-commit/drop×take",
 }
 
 var (
@@ -224,7 +249,7 @@ func allCells() []string {
 	var all []string
 	for _, st := range mstmts {
 		for _, ctx := range st.ctxs {
-			for _, ph := range phases {
+			for _, ph := range rowPhases(st) {
 				for _, a := range actions {
 					all = append(all, cellName(st, ph, a, ctx))
 				}
@@ -271,7 +296,7 @@ func matrixCells(t *testing.T) []string {
 func findCell(name string) (mstmt, string, string, mctx) {
 	for _, st := range mstmts {
 		for _, ctx := range st.ctxs {
-			for _, ph := range phases {
+			for _, ph := range rowPhases(st) {
 				for _, a := range actions {
 					if cellName(st, ph, a, ctx) == name {
 						return st, ph, a, ctx
@@ -328,7 +353,7 @@ func TestMatrix(t *testing.T) {
 		sem := make(chan struct{}, par)
 		t.Run("cells", func(t *testing.T) {
 			for _, name := range cells {
-				if st, _, _, _ := findCell(name); slices.Contains(st.notOn, b.Dialect) {
+				if st, _, a, _ := findCell(name); slices.Contains(st.notOn, b.Dialect) || slices.Contains(actionNotOn[a], b.Dialect) {
 					tally.none = append(tally.none, name) // no such statement here: no cell
 					continue
 				}
@@ -628,8 +653,11 @@ func (c *cell) run() error {
 // the wider one) and issues, above every ID the holders before it issued.
 func (c *cell) operate(hold wire.Hold) error {
 	phase := holddriver.Before
-	if hold.Phase == "answer" {
+	switch hold.Phase {
+	case "answer":
 		phase = holddriver.Answer
+	case "drop":
+		phase = holddriver.Drop
 	}
 	held := make(chan string, 1)
 	ctl := holddriver.NewControl(func(_, query string) {
@@ -837,6 +865,21 @@ func (c *cell) act() {
 		// deleted: a take that read the pool's count before must not take
 		// the missing row for one never there (rule 3).
 		c.exec(fmt.Sprintf("DELETE FROM sys_sequence_slot WHERE worker_id = %d", c.g))
+	case "cut-off":
+		// X is cut off from the database for longer than its TTL, once a
+		// read-back of the held statement (a write whose answer it lost)
+		// has had a second to land, and H takes w when X's slot has
+		// expired on the database's clock: X must have stopped at the
+		// promise the database kept, not at one it asked for and lost.
+		time.Sleep(time.Second)
+		for _, px := range c.x.proxies {
+			px.Blackhole()
+		}
+		time.Sleep(2300 * time.Millisecond) // the TTL, 2 s
+		holder()
+		for _, px := range c.x.proxies {
+			px.Pass()
+		}
 	case "epoch":
 		s := c.spec("epoch", layoutNew, c.mate())
 		shift := between(c.rng, 500*time.Millisecond, 3*time.Second)

@@ -19,8 +19,10 @@ var matrixCovers = map[string][]string{
 	"locked":  {"lockMarkers"}, "count": {"countRows"}, "make-rows": {"makeRows"},
 	"layout-change": {"convert"}, "write-marker": {"writeMarker"},
 	"renew": {"renew"}, "release": {"release"},
-	"commit":     {}, // the locked take's COMMIT, no statement of sqlText
-	"live-other": {"liveOther"}, "lock-slots": {"lockSlots"}, "layout-max": {"layoutMax", "layoutMaxLocked"},
+	"commit":         {}, // the locked take's COMMIT, no statement of sqlText
+	"renew-commit":   {}, // a renewal's COMMIT
+	"release-commit": {}, // a release's COMMIT
+	"live-other":     {"liveOther"}, "lock-slots": {"lockSlots"}, "layout-max": {"layoutMax", "layoutMaxLocked"},
 	"cross-rows": {"crossRows"}, "fence-range": {"fenceRange"}, "raise-below": {"raiseBelow"},
 	"live-outside": {"liveOutside"}, "seed-markers": {"seedMarkers"}, "raise-never": {"raiseNever"},
 	"chunk-rows": {"chunkRows"}, "live-any": {"liveAny"},

@@ -99,13 +99,25 @@ func (c *conn) run(ctx context.Context, query string, send, late func(context.Co
 	if late == nil {
 		late = send
 	}
-	if h.Phase == Before {
+	switch h.Phase {
+	case Before:
 		c.ctl.enter(h, query)
 		if wait(ctx, h) {
 			c.giveUp(h, late)
 			return outcome{err: ctx.Err()}
 		}
 		return send(ctx)
+	case Drop:
+		c.ctl.enter(h, query)
+		gone := wait(ctx, h)
+		if gone {
+			c.ctl.leave(h) // cut now: nothing is left to release
+		}
+		_ = c.closeInner()
+		if gone {
+			return outcome{err: ctx.Err()}
+		}
+		return outcome{err: ErrCut}
 	}
 	o := send(ctx)
 	c.ctl.enter(h, query)

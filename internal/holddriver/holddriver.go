@@ -62,7 +62,21 @@ const (
 	// its answer (a result, rows or an error alike) before it reaches the
 	// caller.
 	Answer
+	// Drop holds the statement before it is sent, and never sends it: when
+	// the hold is released, or the caller gives up first, the connection
+	// is cut, as by a network that fails on the way to the server. The
+	// caller gets ErrCut (or its context's error), the server never sees
+	// the statement, and it rolls back the transaction the statement was
+	// part of: a write that did not commit, whatever came before it in its
+	// transaction (a renewal's UPDATE before its dropped COMMIT).
+	Drop
 )
+
+// ErrCut is the error of a statement held Drop when its hold is released:
+// the connection was cut before the statement was sent. It is no error of
+// the server's, and not driver.ErrBadConn (on which database/sql would send
+// the statement again, on another connection).
+var ErrCut = errors.New("holddriver: the connection was cut before the statement was sent")
 
 // String names the phase as the constants do.
 func (p Phase) String() string {
@@ -71,6 +85,8 @@ func (p Phase) String() string {
 		return "Before"
 	case Answer:
 		return "Answer"
+	case Drop:
+		return "Drop"
 	}
 	return fmt.Sprintf("Phase(%d)", int(p))
 }
@@ -137,8 +153,8 @@ func (c *Control) Arm(h Hold) error {
 			return fmt.Errorf("holddriver: hold %q: pattern %d is empty (it would match every statement)", h.Name, i)
 		}
 	}
-	if h.Phase != Before && h.Phase != Answer {
-		return fmt.Errorf("holddriver: hold %q: unknown phase %v (want Before or Answer)", h.Name, h.Phase)
+	if h.Phase != Before && h.Phase != Answer && h.Phase != Drop {
+		return fmt.Errorf("holddriver: hold %q: unknown phase %v (want Before, Answer or Drop)", h.Name, h.Phase)
 	}
 	if h.Count <= 0 {
 		h.Count = 1

@@ -546,6 +546,83 @@ func TestCommitAnswerLost(t *testing.T) {
 	})
 }
 
+// A statement held Drop never reaches the server: once released, the
+// caller gets ErrCut (no error of the server's, and no ErrBadConn, on
+// which database/sql would send it again), and the pool goes on with a
+// new connection.
+func TestDrop(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		db := b.Fresh(t)
+		setup(t, db)
+		rec := newRecorder()
+		ctl := holddriver.NewControl(rec.onHeld)
+		w := wrapped(t, db, ctl)
+		arm(t, ctl, holddriver.Hold{Name: "upd", Patterns: []string{"UPDATE hold_t"}, Phase: holddriver.Drop})
+		done := goExec(context.Background(), w, update(b), 7)
+		if e := rec.next(t); e != (event{"upd", update(b)}) {
+			t.Fatalf("onHeld got %+v, want name upd and the UPDATE's text", e)
+		}
+		notYet(t, done, "Exec")
+		if n := ctl.Release("upd"); n != 1 {
+			t.Fatalf("Release = %d, want 1", n)
+		}
+		if r := await(t, done); !errors.Is(r.err, holddriver.ErrCut) {
+			t.Fatalf("Exec after Release: %d rows, %v; want ErrCut", r.n, r.err)
+		}
+		time.Sleep(200 * time.Millisecond)
+		if v := value(t, db.DB); v != 0 {
+			t.Fatalf("v = %d after the dropped UPDATE: it reached the server", v)
+		}
+		if v := value(t, w); v != 0 {
+			t.Fatalf("v through the wrapped pool = %d, want 0 (a new connection)", v)
+		}
+	})
+}
+
+// A COMMIT held Drop is never sent: its caller gets ErrCut once released,
+// or its context's error when it gives up first, and either way the
+// server rolls the transaction back (the write before the COMMIT with it),
+// where a COMMIT held Before and given up is still sent.
+func TestDropCommit(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		for _, giveUp := range []bool{false, true} {
+			db, _, ctl, done, cancel := heldCommit(t, b, holddriver.Drop, 5)
+			want := holddriver.ErrCut
+			if giveUp {
+				cancel()
+				want = context.Canceled
+				if err := await(t, done); !errors.Is(err, want) {
+					t.Fatalf("Commit given up while dropped: %v, want %v", err, want)
+				}
+			}
+			ctl.Release("commit")
+			if !giveUp {
+				if err := await(t, done); !errors.Is(err, want) {
+					t.Fatalf("Commit after Release: %v, want %v", err, want)
+				}
+			}
+			// The server notices the cut connection and rolls back; the
+			// row lock the UPDATE took goes with it (SQLite: the write
+			// lock), so an UPDATE from outside lands, and finds the value
+			// the transaction did not commit.
+			var n int64
+			eventually(t, serverWait, "the dropped transaction rolled back", func() bool {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				defer cancel()
+				res, err := db.ExecContext(ctx, "UPDATE hold_t SET v = 9 WHERE v = 0")
+				if err != nil {
+					return false
+				}
+				n, _ = res.RowsAffected()
+				return true
+			})
+			if n != 1 {
+				t.Fatalf("giveUp=%v: v was not 0 once the transaction ended: the dropped COMMIT was sent", giveUp)
+			}
+		}
+	})
+}
+
 // While one statement is held, the pool's other statements, on other
 // connections, go on.
 func TestOthersPass(t *testing.T) {
@@ -829,7 +906,7 @@ func TestArm(t *testing.T) {
 		{holddriver.Hold{Name: "a", Phase: holddriver.Before}, "no patterns"},
 		{holddriver.Hold{Name: "a", Patterns: []string{"x", ""}, Phase: holddriver.Before}, "pattern 1 is empty"},
 		{holddriver.Hold{Name: "a", Patterns: []string{"x"}}, "unknown phase Phase(0)"},
-		{holddriver.Hold{Name: "a", Patterns: []string{"x"}, Phase: 3}, "unknown phase Phase(3)"},
+		{holddriver.Hold{Name: "a", Patterns: []string{"x"}, Phase: 4}, "unknown phase Phase(4)"},
 	} {
 		err := ctl.Arm(c.h)
 		if err == nil || !strings.Contains(err.Error(), c.want) {

@@ -292,8 +292,11 @@ func (c *child) hold(h *wire.Hold) {
 		return
 	}
 	phase := holddriver.Before
-	if h.Phase == "answer" {
+	switch h.Phase {
+	case "answer":
 		phase = holddriver.Answer
+	case "drop":
+		phase = holddriver.Drop
 	}
 	e := wire.Event{Ev: "armed", Name: h.Name}
 	if err := c.holds.Arm(holddriver.Hold{Name: h.Name, Patterns: h.Patterns, Phase: phase}); err != nil {

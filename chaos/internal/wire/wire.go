@@ -106,7 +106,7 @@ type Command struct {
 type Hold struct {
 	Name     string
 	Patterns []string
-	Phase    string // "before" or "answer"
+	Phase    string // "before", "answer" or "drop" (held before it is sent, then never sent: the connection is cut)
 }
 
 // Event is a line a child writes to the parent.
