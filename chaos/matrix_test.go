@@ -186,9 +186,8 @@ var actions = []string{"none", "take", "renew", "release", "delete-row", "delete
 	"delete-slots", "edit-slots", "delete-row-layout", "forge-layout", "widen", "narrow", "epoch", "ttl", "clock-step",
 	"widen-online", "lost-operate", "delete-cross", "cut-off"}
 
-// actionNotOn are the dialects an action cannot be taken on: SQLite is a
-// file each process opens, with no proxy to cut a process off by.
-var actionNotOn = map[string][]string{"cut-off": {dialect.SQLite}}
+// actionNotOn are the dialects an action cannot be taken on (none now).
+var actionNotOn = map[string][]string{}
 
 // ciCells are the cells CI runs on each database: the cells that found
 // issue 22's holes on the code before its fixes (the first six; the
@@ -866,20 +865,21 @@ func (c *cell) act() {
 		// the missing row for one never there (rule 3).
 		c.exec(fmt.Sprintf("DELETE FROM sys_sequence_slot WHERE worker_id = %d", c.g))
 	case "cut-off":
-		// X is cut off from the database for longer than its TTL, once a
-		// read-back of the held statement (a write whose answer it lost)
-		// has had a second to land, and H takes w when X's slot has
-		// expired on the database's clock: X must have stopped at the
-		// promise the database kept, not at one it asked for and lost.
-		time.Sleep(time.Second)
-		for _, px := range c.x.proxies {
-			px.Blackhole()
+		// X's renewals from now on never reach the database (each is
+		// cut off before it is sent, and the server rolls its
+		// transaction back), while its reads do: each renewal's read-back
+		// finds the slot X's and live, with the promise the database
+		// kept. When X's slot has expired on the database's clock, H
+		// takes w: X must have stopped at the promise the database kept,
+		// not at one it asked for and lost.
+		renewals := mstmts[slices.IndexFunc(mstmts, func(st mstmt) bool { return st.name == "renew" })].patterns
+		if err := c.x.arm(wire.Hold{Name: "cut-off", Patterns: renewals, Phase: "drop", Count: 1 << 20}); err != nil {
+			c.note("cut-off: %v", err)
+			return
 		}
 		time.Sleep(2300 * time.Millisecond) // the TTL, 2 s
 		holder()
-		for _, px := range c.x.proxies {
-			px.Pass()
-		}
+		c.x.releaseHold("cut-off")
 	case "epoch":
 		s := c.spec("epoch", layoutNew, c.mate())
 		shift := between(c.rng, 500*time.Millisecond, 3*time.Second)

@@ -299,7 +299,7 @@ func (c *child) hold(h *wire.Hold) {
 		phase = holddriver.Drop
 	}
 	e := wire.Event{Ev: "armed", Name: h.Name}
-	if err := c.holds.Arm(holddriver.Hold{Name: h.Name, Patterns: h.Patterns, Phase: phase}); err != nil {
+	if err := c.holds.Arm(holddriver.Hold{Name: h.Name, Patterns: h.Patterns, Phase: phase, Count: h.Count}); err != nil {
 		e.Err = err.Error()
 	}
 	c.emit(e)

@@ -107,6 +107,8 @@ type Hold struct {
 	Name     string
 	Patterns []string
 	Phase    string // "before", "answer" or "drop" (held before it is sent, then never sent: the connection is cut)
+	// Count is how many matching statements it holds (0: one).
+	Count int `json:",omitempty"`
 }
 
 // Event is a line a child writes to the parent.
