@@ -3,8 +3,10 @@
 // database does not link the others'. It reads the fields the drivers'
 // error types have had for years: go-sql-driver/mysql's *MySQLError
 // (Number, Message), pgx's *pgconn.PgError (Code, the SQLSTATE, and the
-// names of the schema, table and constraint, and Detail), and
-// modernc.org/sqlite's (*Error).Code() (the extended result code). The
+// names of the schema, table and constraint, and Detail),
+// modernc.org/sqlite's (*Error).Code() (the extended result code), and
+// mattn/go-sqlite3's Error, a struct value whose field ExtendedCode is the
+// extended result code (ent's own SQLite examples use that driver). The
 // lease uses it to tell conflicts, missing tables and duplicate keys
 // apart; the tripwire, to tell a duplicate primary key.
 package dberr
@@ -41,6 +43,9 @@ func Read(err error) (e Error, ok bool) {
 		if c, isSQLite := x.(interface{ Code() int }); isSQLite && strings.Contains(reflect.TypeOf(x).String(), "sqlite") {
 			return Error{SQLite: c.Code(), Text: x.Error()}, true
 		}
+		if code, ok := mattnCode(x); ok {
+			return Error{SQLite: code, Text: x.Error()}, true
+		}
 		v := reflect.ValueOf(x)
 		if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
 			continue
@@ -61,6 +66,28 @@ func Read(err error) (e Error, ok bool) {
 		}
 	}
 	return Error{}, false
+}
+
+// mattnCode reads the extended result code of github.com/mattn/go-sqlite3's
+// Error, which the driver returns as a struct value (a pointer to one is
+// read too) with the fields Code (ErrNo) and ExtendedCode (ErrNoExtended),
+// both of an integer kind, and which has no Code method.
+func mattnCode(x error) (int, bool) {
+	v := reflect.ValueOf(x)
+	if v.Kind() == reflect.Pointer && !v.IsNil() {
+		v = v.Elem()
+	}
+	if v.Kind() != reflect.Struct || !strings.HasSuffix(v.Type().PkgPath(), "go-sqlite3") {
+		return 0, false
+	}
+	code, ext := v.FieldByName("Code"), v.FieldByName("ExtendedCode")
+	if !code.IsValid() || !ext.IsValid() || !code.CanInt() || !ext.CanInt() {
+		return 0, false
+	}
+	if ext.Int() != 0 {
+		return int(ext.Int()), true
+	}
+	return int(code.Int()), true
 }
 
 // chain lists err and everything it wraps, depth first.
