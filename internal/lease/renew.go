@@ -88,6 +88,15 @@ func (e *CapError) Unwrap() error { return ErrCapped }
 // answer is lost, the slot is read back, and the renewal counts as done
 // only if the slot shows this holder, live, with at least the promise
 // asked.
+//
+// The rules of statements.go, branch by branch: the UPDATE names the fence
+// and the instance tag, which no other holder and no row made again share
+// (rule 1), and the database's clock decides the expiry inside it; the
+// reads that follow decide nothing that the write did not (rule 3): a
+// read-back counts only what the slot shows of this very renewal (its
+// promise), so a renewal the server rolled back while the slot still
+// reads as ours and live fails (the matrix's renew-commit/drop×cut-off
+// cell, mutant 08).
 func (h Holding) renewOnce(ctx context.Context, ttlMs, promiseMs int64) error {
 	q := textFor(h.Dialect)
 	err := h.writeOnce(ctx, "renew", q.renew, ttlMs, promiseMs, h.WorkerID, h.Fence, h.Instance, promiseMs, ttlMs)

@@ -103,6 +103,15 @@ func (s *session) first(ctx context.Context, c *Clock) (row, error) {
 // the holder's clock (unless must: then any floor the deadline can wait
 // for). ok is false when it did not take it; a free slot skipped for its
 // floor is remembered in far.
+//
+// The rules of statements.go, branch by branch: a slot with no row, or a
+// pool whose rows do not confirm this take's layout, range or widening,
+// goes to the locked take, which decides under the pool's locks and reads
+// a lost pool row as the worst case (rules 2 and 3); a live or shared slot
+// read here is only skipped, and a free one is claimed by a compare-and-set
+// that re-checks everything read (beats, the promise its floor came from,
+// the expiry, the layout row: rules 1 and 3), so that nothing read before
+// it decides on its own.
 func (s *session) try(ctx context.Context, w row, far **row, must bool) (Slot, bool, error) {
 	if !w.exists || !s.conforms(w.pool) {
 		return s.lockedTake(ctx, w.workerID, func(w row) (Slot, bool, error) { return s.try(ctx, w, far, must) })
@@ -161,7 +170,9 @@ func (s *session) promiseFor(w row, floor int64) (promise int64, capped, ok bool
 	return promise, capped, promise >= floor-1
 }
 
-// settle turns the outcome of a claim into a result. A conflict the server
+// settle turns the outcome of a claim into a result (rule 3: a claim whose
+// answer was lost counts only if a read of the slot afterwards shows this
+// claim's fence and tag). A conflict the server
 // reported (a deadlock, a lock wait that timed out, a serialization failure,
 // SQLITE_BUSY) is a miss, after a pause, while the deadline leaves time for
 // another try. The claim and the insert each run as one statement that
