@@ -136,37 +136,85 @@ type mstmt struct {
 }
 
 var mstmts = []mstmt{
-	{"lookup", []string{"SELECT s.fence, s.beats"}, []mctx{ctxChangedMade, ctxChanged, ctxPlain, ctxLive, ctxWidening, ctxWideningLive, ctxWidenedNew, ctxMarkersLost, ctxRange}, xTake, false, nil, false},    // the slot's read, the row there
-	{"lookup-unmade", []string{"SELECT s.fence, s.beats"}, []mctx{ctxChanged}, xTake, false, nil, false},                                                                                                       // ... the row not made yet
-	{"lookup-old", []string{"SELECT s.fence, s.beats"}, []mctx{ctxPlain}, xTake, true, nil, false},                                                                                                             // ... of a pool X then changes the layout of
-	{"claim", []string{"SET fence = fence + 1, beats = beats + 1, service_name"}, []mctx{ctxChangedMade, ctxChanged, ctxPlain, ctxWidening, ctxWidenedNew, ctxMarkersLost, ctxRange}, xTake, false, nil, true}, // the compare-and-set alone
-	{"counter", []string{"SET worker_id = LAST_INSERT_ID(", "SET worker_id = (worker_id + 1)"}, []mctx{ctxChangedMade, ctxChanged, ctxPlain, ctxWidening, ctxMarkersLost, ctxRange}, xLease, false, nil, false},
-	{"locked", []string{"WHERE service_name IN ('" + schema.LayoutService + "'"}, []mctx{ctxChanged, ctxPlain, ctxLive, ctxWidening, ctxWideningLive, ctxWidenedNew, ctxMarkersLost, ctxRange}, xTake, false, nil, false}, // the locked take's lock
-	{"count", []string{"SELECT COUNT(*), "}, []mctx{ctxChanged, ctxPlain, ctxLive, ctxWidening, ctxWideningLive, ctxWidenedNew, ctxMarkersLost, ctxRange}, xTake, false, nil, false},                                      // its count of the rows
-	{"make-rows", []string{"INSERT INTO sys_sequence_slot"}, []mctx{ctxChanged, ctxPlain, ctxWidening}, xTake, false, nil, false},                                                                                         // its rows made
-	{"commit", []string{"COMMIT"}, []mctx{ctxChanged, ctxPlain, ctxWidening, ctxWidenedNew, ctxMarkersLost, ctxRange}, xTake, false, nil, true},                                                                           // its COMMIT
-	{"layout-change", []string{"SET promise_ms = CASE WHEN"}, []mctx{ctxPlain}, xTake, false, nil, false},                                                                                                                 // X's change of layout
-	{"write-marker", []string{"SET worker_id = ?, instance", "SET worker_id = $1, instance"}, []mctx{ctxPlain, ctxChanged, ctxMarkersLost, ctxRange}, xTake, false, nil, false},
-	{"renew", []string{"promise_ms = GREATEST(promise_ms", "promise_ms = max(promise_ms"}, []mctx{ctxChangedMade, ctxChanged, ctxPlain, ctxWidening, ctxWidenedNew, ctxMarkersLost, ctxRange}, xRenew, false, nil, true},
-	{"renew-commit", []string{"COMMIT"}, []mctx{ctxChangedMade, ctxWidening, ctxRange}, xRenew, false, nil, true}, // a renewal's COMMIT (its UPDATE ran)
-	{"release-commit", []string{"COMMIT"}, []mctx{ctxChangedMade, ctxWidening}, xRelease, false, nil, true},       // a release's COMMIT
-	{"release", []string{"expires_ms = 0, promise_ms"}, []mctx{ctxChangedMade, ctxChanged, ctxPlain, ctxWidening, ctxWidenedNew, ctxMarkersLost, ctxRange}, xRelease, false, nil, true},
+	// the slot's read, the row there
+	{name: "lookup", patterns: []string{"SELECT s.fence, s.beats"}, op: xTake,
+		ctxs: []mctx{ctxChangedMade, ctxChanged, ctxPlain, ctxLive, ctxWidening, ctxWideningLive, ctxWidenedNew, ctxMarkersLost, ctxRange}},
+	// ... the row not made yet
+	{name: "lookup-unmade", patterns: []string{"SELECT s.fence, s.beats"}, op: xTake,
+		ctxs: []mctx{ctxChanged}},
+	// ... of a pool X then changes the layout of
+	{name: "lookup-old", patterns: []string{"SELECT s.fence, s.beats"}, op: xTake, low: true,
+		ctxs: []mctx{ctxPlain}},
+	// the compare-and-set alone
+	{name: "claim", patterns: []string{"SET fence = fence + 1, beats = beats + 1, service_name"}, op: xTake, drop: true,
+		ctxs: []mctx{ctxChangedMade, ctxChanged, ctxPlain, ctxWidening, ctxWidenedNew, ctxMarkersLost, ctxRange}},
+	{name: "counter", patterns: []string{"SET worker_id = LAST_INSERT_ID(", "SET worker_id = (worker_id + 1)"}, op: xLease,
+		ctxs: []mctx{ctxChangedMade, ctxChanged, ctxPlain, ctxWidening, ctxMarkersLost, ctxRange}},
+	// the locked take's lock
+	{name: "locked", patterns: []string{"WHERE service_name IN ('" + schema.LayoutService + "'"}, op: xTake,
+		ctxs: []mctx{ctxChanged, ctxPlain, ctxLive, ctxWidening, ctxWideningLive, ctxWidenedNew, ctxMarkersLost, ctxRange}},
+	// its count of the rows
+	{name: "count", patterns: []string{"SELECT COUNT(*), "}, op: xTake,
+		ctxs: []mctx{ctxChanged, ctxPlain, ctxLive, ctxWidening, ctxWideningLive, ctxWidenedNew, ctxMarkersLost, ctxRange}},
+	// its rows made
+	{name: "make-rows", patterns: []string{"INSERT INTO sys_sequence_slot"}, op: xTake,
+		ctxs: []mctx{ctxChanged, ctxPlain, ctxWidening}},
+	// its COMMIT
+	{name: "commit", patterns: []string{"COMMIT"}, op: xTake, drop: true,
+		ctxs: []mctx{ctxChanged, ctxPlain, ctxWidening, ctxWidenedNew, ctxMarkersLost, ctxRange}},
+	// X's change of layout
+	{name: "layout-change", patterns: []string{"SET promise_ms = CASE WHEN"}, op: xTake,
+		ctxs: []mctx{ctxPlain}},
+	{name: "write-marker", patterns: []string{"SET worker_id = ?, instance", "SET worker_id = $1, instance"}, op: xTake,
+		ctxs: []mctx{ctxPlain, ctxChanged, ctxMarkersLost, ctxRange}},
+	{name: "renew", patterns: []string{"promise_ms = GREATEST(promise_ms", "promise_ms = max(promise_ms"}, op: xRenew, drop: true,
+		ctxs: []mctx{ctxChangedMade, ctxChanged, ctxPlain, ctxWidening, ctxWidenedNew, ctxMarkersLost, ctxRange}},
+	// a renewal's COMMIT (its UPDATE ran)
+	{name: "renew-commit", patterns: []string{"COMMIT"}, op: xRenew, drop: true,
+		ctxs: []mctx{ctxChangedMade, ctxWidening, ctxRange}},
+	// a release's COMMIT
+	{name: "release-commit", patterns: []string{"COMMIT"}, op: xRelease, drop: true,
+		ctxs: []mctx{ctxChangedMade, ctxWidening}},
+	{name: "release", patterns: []string{"expires_ms = 0, promise_ms"}, op: xRelease, drop: true,
+		ctxs: []mctx{ctxChangedMade, ctxChanged, ctxPlain, ctxWidening, ctxWidenedNew, ctxMarkersLost, ctxRange}},
 	// The statements of a change of layout over a live holder of the old
 	// one (issue 32's finding 4: a row deleted between the count and the
 	// look for live holders), of a widening's take, cancel and finish
 	// (findings 1 and 3), of a take over both pool rows lost (finding 2's
 	// state), of a chunk's making and of a change of the worker range.
-	{"live-other", []string{"WHERE (layout < "}, []mctx{ctxLive, ctxPlain}, xTake, false, nil, false},                                                                       // a change of layout's look for live slots
-	{"lock-slots", []string{"SELECT worker_id FROM sys_sequence_slot FOR UPDATE"}, []mctx{ctxLive, ctxPlain, ctxRange}, xTake, false, []string{dialect.SQLite}, false},      // its lock of every row (rule 3)
-	{"layout-max", []string{"SELECT layout, MAX(promise_ms), MAX(expires_ms)"}, []mctx{ctxPlain, ctxMarkersLost}, xTake, false, nil, false},                                 // its read of each layout's promises
-	{"cross-rows", []string{"SELECT worker_id, expires_ms, promise_ms, instance, layout, "}, []mctx{ctxWideningLive, ctxWidening, ctxWidenedNew}, xTake, false, nil, false}, // a widening's cross-check
-	{"fence-range", []string{"SET fence = fence + 1, beats = beats + 1, updated_at"}, []mctx{ctxWidening, ctxWidenedNew}, xTake, false, nil, false},                         // its fence of what it floors above
-	{"raise-below", []string{"(SELECT m FROM (SELECT COALESCE(MAX(promise_ms), 0) AS m"}, []mctx{ctxWidenedNew, ctxWidening, ctxNewRowLost}, xCancel, false, nil, false},    // a cancel's floor of the old rows
-	{"live-outside", []string{"AND (s.worker_id < "}, []mctx{ctxWidening, ctxWidenedNew}, xFinish, false, nil, false},                                                       // a finish's census
-	{"seed-markers", []string{"VALUES ('" + schema.LayoutService + "', 0, NULL, "}, []mctx{ctxMarkersLost, ctxHeldLost}, xTake, false, nil, false},                          // the pool rows put back
-	{"raise-never", []string{"WHERE layout IS NULL AND promise_ms < "}, []mctx{ctxHeldLost}, xTake, false, nil, false},                                                      // the floor of rows never held
-	{"chunk-rows", []string{"(SELECT MIN(promise_ms) FROM sys_sequence_slot WHERE expires_ms < "}, []mctx{ctxChanged, ctxPlain, ctxWidening}, xTake, false, nil, false},     // a chunk's read before its rows are made
-	{"live-any", []string{"SELECT worker_id FROM sys_sequence_slot WHERE expires_ms >= "}, []mctx{ctxRange}, xTake, false, nil, false},                                      // a change of the range's look for live slots
+	// a change of layout's look for live slots
+	{name: "live-other", patterns: []string{"WHERE (layout < "}, op: xTake,
+		ctxs: []mctx{ctxLive, ctxPlain}},
+	// its lock of every row (rule 3)
+	{name: "lock-slots", patterns: []string{"SELECT worker_id FROM sys_sequence_slot FOR UPDATE"}, op: xTake, notOn: []string{dialect.SQLite},
+		ctxs: []mctx{ctxLive, ctxPlain, ctxRange}},
+	// its read of each layout's promises
+	{name: "layout-max", patterns: []string{"SELECT layout, MAX(promise_ms), MAX(expires_ms)"}, op: xTake,
+		ctxs: []mctx{ctxPlain, ctxMarkersLost}},
+	// a widening's cross-check
+	{name: "cross-rows", patterns: []string{"SELECT worker_id, expires_ms, promise_ms, instance, layout, "}, op: xTake,
+		ctxs: []mctx{ctxWideningLive, ctxWidening, ctxWidenedNew}},
+	// its fence of what it floors above
+	{name: "fence-range", patterns: []string{"SET fence = fence + 1, beats = beats + 1, updated_at"}, op: xTake,
+		ctxs: []mctx{ctxWidening, ctxWidenedNew}},
+	// a cancel's floor of the old rows
+	{name: "raise-below", patterns: []string{"(SELECT m FROM (SELECT COALESCE(MAX(promise_ms), 0) AS m"}, op: xCancel,
+		ctxs: []mctx{ctxWidenedNew, ctxWidening, ctxNewRowLost}},
+	// a finish's census
+	{name: "live-outside", patterns: []string{"AND (s.worker_id < "}, op: xFinish,
+		ctxs: []mctx{ctxWidening, ctxWidenedNew}},
+	// the pool rows put back
+	{name: "seed-markers", patterns: []string{"VALUES ('" + schema.LayoutService + "', 0, NULL, "}, op: xTake,
+		ctxs: []mctx{ctxMarkersLost, ctxHeldLost}},
+	// the floor of rows never held
+	{name: "raise-never", patterns: []string{"WHERE layout IS NULL AND promise_ms < "}, op: xTake,
+		ctxs: []mctx{ctxHeldLost}},
+	// a chunk's read before its rows are made
+	{name: "chunk-rows", patterns: []string{"(SELECT MIN(promise_ms) FROM sys_sequence_slot WHERE expires_ms < "}, op: xTake,
+		ctxs: []mctx{ctxChanged, ctxPlain, ctxWidening}},
+	// a change of the range's look for live slots
+	{name: "live-any", patterns: []string{"SELECT worker_id FROM sys_sequence_slot WHERE expires_ms >= "}, op: xTake,
+		ctxs: []mctx{ctxRange}},
 }
 
 var phases = []string{"before", "answer"}
