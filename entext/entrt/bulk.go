@@ -292,7 +292,7 @@ func (c *Client) upsertEach(ctx context.Context, spec *sqlgraph.BatchCreateSpec,
 			)
 			node.OnConflict = append(opts[:n:n], keepID(d, node, generated[j], inserted))
 			if d == dialect.MySQL {
-				on = &insertDriver{Driver: drv, insert: c.oneInsert(node, inserted)}
+				on = &insertDriver{Driver: drv, insert: c.oneInsert(node, inserted, true)} // the batch's transaction
 			}
 			err := sqlgraph.CreateNode(ctx, on, node)
 			switch {

@@ -93,9 +93,26 @@ func NoGenerator(pkg string) error {
 type Server struct {
 	mu      sync.Mutex
 	known   bool
-	version string
+	version Version
 	tables  map[[2]string]Table
 }
+
+// Version is what a MySQL-family server says it is: VERSION() and
+// @@version_comment, read in one statement (versionQuery).
+type Version struct {
+	// Number is VERSION(): "8.0.36", "10.11.19-MariaDB-0+deb12u1",
+	// "8.0.11-TiDB-v8.4.0". TiDB's is a setting (server-version), and a
+	// proxy may answer another.
+	Number string
+	// Comment is @@version_comment: "MySQL Community Server - GPL",
+	// "mariadb.org binary distribution", "TiDB Server (Apache License 2.0)
+	// Community Edition, MySQL 8.0 compatible", which TiDB's setting does
+	// not change.
+	Comment string
+}
+
+// versionQuery reads the server's Version.
+const versionQuery = "SELECT VERSION(), @@version_comment"
 
 // Table is what a bulk upsert on MySQL or TiDB needs to know of a table:
 // its unique keys other than the primary key, each a list of columns, as
@@ -107,6 +124,10 @@ type Table struct {
 	// prefix or an expression), which a SELECT cannot look up by the
 	// values the batch gave.
 	Whole bool
+	// Triggers is how many triggers the table has: one may change a key
+	// of the row an INSERT met or made, after the server met it, and the
+	// SELECT would then find another row.
+	Triggers int
 }
 
 // Returning reports whether the server accepts RETURNING on INSERT ... ON
@@ -116,12 +137,12 @@ type Table struct {
 // The version is asked once and kept; an error is not.
 func (s *Server) Returning(ctx context.Context, drv dialect.ExecQuerier) (bool, error) {
 	v, err := s.Version(ctx, drv)
-	return MariaDBReturning(v), err
+	return MariaDBReturning(v.Number), err
 }
 
-// Version returns the server's VERSION(), asked once per Server and kept;
+// Version returns the server's Version, asked once per Server and kept;
 // an error is not kept.
-func (s *Server) Version(ctx context.Context, drv dialect.ExecQuerier) (string, error) {
+func (s *Server) Version(ctx context.Context, drv dialect.ExecQuerier) (Version, error) {
 	if s != nil {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -130,15 +151,24 @@ func (s *Server) Version(ctx context.Context, drv dialect.ExecQuerier) (string, 
 		}
 	}
 	rows := &sql.Rows{}
-	if err := drv.Query(ctx, "SELECT VERSION()", []any{}, rows); err != nil {
-		return "", fmt.Errorf("entflake: the server's version: %w", err)
+	if err := drv.Query(ctx, versionQuery, []any{}, rows); err != nil {
+		return Version{}, fmt.Errorf("entflake: the server's version: %w", err)
 	}
-	var v string
-	err := sql.ScanOne(rows, &v)
+	var (
+		v       Version
+		comment stdsql.NullString
+		err     = stdsql.ErrNoRows
+	)
+	if rows.Next() {
+		err = rows.Scan(&v.Number, &comment)
+	} else if rerr := rows.Err(); rerr != nil {
+		err = rerr
+	}
 	rows.Close()
 	if err != nil {
-		return "", fmt.Errorf("entflake: the server's version: %w", err)
+		return Version{}, fmt.Errorf("entflake: the server's version: %w", err)
 	}
+	v.Comment = comment.String
 	if s != nil {
 		s.known, s.version = true, v
 	}
@@ -159,29 +189,43 @@ func MariaDBReturning(version string) bool {
 	return major > 10 || major == 10 && minor >= 5
 }
 
-// ReadsLatest reports whether a MySQL-family server's VERSION() names
-// MySQL or MariaDB (InnoDB), where a plain SELECT in a transaction sees
-// every row committed before it, not only those committed before the
-// transaction began: InnoDB takes a REPEATABLE READ transaction's snapshot
-// at its first consistent read, and an INSERT ... ON DUPLICATE KEY UPDATE
-// makes none (its reads of the rows it meets are locking ones). So the
-// SELECT that follows the INSERT in a transaction of entflake's own sees
-// the rows as they are then; it need not lock them, which costs MariaDB
-// about three times the read (1,000 rows: 17 ms against 5.4). TiDB reads
-// at the transaction's start timestamp, taken when the INSERT begins, at
-// the latest: a row another client committed while the INSERT ran, which
-// the INSERT met and locked at its newer version, would read as it was
-// before. There, and on servers this does not recognise, the SELECT locks
-// (FOR UPDATE), which reads the latest rows (on TiDB at no measurable
-// cost: the INSERT holds their locks already).
+// ReadsLatest reports whether the server is MySQL's own (or Percona's),
+// where a plain SELECT in a transaction sees every row committed before
+// it, not only those committed before the transaction began: InnoDB takes
+// a REPEATABLE READ transaction's snapshot at its first consistent read,
+// and an INSERT ... ON DUPLICATE KEY UPDATE makes none (its reads of the
+// rows it meets are locking ones). So the SELECT that follows the INSERT in
+// a transaction of entflake's own sees the rows as they are then; it need
+// not lock them, which costs about three times the read (1,000 rows: 17 ms
+// against 5.4 on InnoDB).
 //
-// MySQL's VERSION() is its number with at most a build suffix ("8.0.36",
-// "8.0.36-log", "8.0.36-0ubuntu0.22.04.1", Percona's "8.0.36-28").
-func ReadsLatest(version string) bool {
-	if strings.Contains(version, "-MariaDB") {
-		return true
+// Everything else locks (FOR UPDATE), which reads the latest rows:
+//   - TiDB reads at the transaction's start timestamp, taken when the
+//     INSERT begins at the latest: a row another client committed while
+//     the INSERT ran, which it met and locked at its newer version, would
+//     read as it was before (on TiDB the lock is free: the INSERT holds it).
+//     Its VERSION() is a setting that may read "8.0.36"; its comment names
+//     TiDB.
+//   - MariaDB's snapshot isolation (innodb_snapshot_isolation) refuses a
+//     locking write to a row changed since the transaction's first plain
+//     read (error 1020): the edges written after the SELECT would fail.
+//     MariaDB 10.5 and later take RETURNING instead.
+//   - A build whose comment this does not name (a distribution's, a cloud's
+//     fork): locking is right everywhere, only slower.
+//
+// version.Number must read as MySQL's (a number, at most a build suffix:
+// "8.0.36", "8.0.36-log", "8.0.36-28" for Percona) and version.Comment
+// begin with "MySQL Community Server", "MySQL Enterprise Server" or
+// "Percona Server".
+func ReadsLatest(version Version) bool {
+	known := false
+	for _, c := range []string{"MySQL Community Server", "MySQL Enterprise Server", "Percona Server"} {
+		known = known || strings.HasPrefix(version.Comment, c)
 	}
-	number, suffix, _ := strings.Cut(version, "-")
+	if !known {
+		return false
+	}
+	number, suffix, _ := strings.Cut(version.Number, "-")
 	var major, minor, patch int
 	if n, err := fmt.Sscanf(number, "%d.%d.%d", &major, &minor, &patch); err != nil || n != 3 || fmt.Sprintf("%d.%d.%d", major, minor, patch) != number {
 		return false
@@ -219,15 +263,20 @@ func (s *Server) Table(ctx context.Context, drv dialect.ExecQuerier, schema, tab
 	return t, nil
 }
 
-// readTable reads the unique keys of a table from
-// information_schema.STATISTICS: one row per column of an index, in the
-// index's order; COLUMN_NAME is NULL for an expression (MySQL 8's
-// functional key parts) and SUB_PART is set for a prefix.
+// readTable reads, in one statement, the unique keys of a table from
+// information_schema.STATISTICS (one row per column of an index, in the
+// index's order; COLUMN_NAME is NULL for an expression, MySQL 8's
+// functional key parts, and SUB_PART is set for a prefix) and the count of
+// its triggers from information_schema.TRIGGERS (MySQL and MariaDB; TiDB
+// has none, and the table is empty there), a row of its own whose index
+// name is NULL, first.
 func readTable(ctx context.Context, drv dialect.ExecQuerier, schema, table string) (Table, error) {
 	rows := &sql.Rows{}
-	err := drv.Query(ctx, "SELECT INDEX_NAME, COLUMN_NAME, SUB_PART FROM information_schema.STATISTICS "+
+	err := drv.Query(ctx, "SELECT NULL, NULL, NULL, NULL, COUNT(*) FROM information_schema.TRIGGERS "+
+		"WHERE EVENT_OBJECT_SCHEMA = COALESCE(NULLIF(?, ''), DATABASE()) AND EVENT_OBJECT_TABLE = ? "+
+		"UNION ALL SELECT INDEX_NAME, SEQ_IN_INDEX, COLUMN_NAME, SUB_PART, NULL FROM information_schema.STATISTICS "+
 		"WHERE TABLE_SCHEMA = COALESCE(NULLIF(?, ''), DATABASE()) AND TABLE_NAME = ? AND NON_UNIQUE = 0 AND INDEX_NAME <> 'PRIMARY' "+
-		"ORDER BY INDEX_NAME, SEQ_IN_INDEX", []any{schema, table}, rows)
+		"ORDER BY 1, 2", []any{schema, table, schema, table}, rows)
 	if err != nil {
 		return Table{}, err
 	}
@@ -236,19 +285,25 @@ func readTable(ctx context.Context, drv dialect.ExecQuerier, schema, table strin
 	last := ""
 	for rows.Next() {
 		var (
-			index  string
-			column stdsql.NullString
-			part   stdsql.NullInt64
+			index    stdsql.NullString
+			seq      stdsql.NullInt64
+			column   stdsql.NullString
+			part     stdsql.NullInt64
+			triggers stdsql.NullInt64
 		)
-		if err := rows.Scan(&index, &column, &part); err != nil {
+		if err := rows.Scan(&index, &seq, &column, &part, &triggers); err != nil {
 			return Table{}, err
+		}
+		if !index.Valid {
+			t.Triggers = int(triggers.Int64)
+			continue
 		}
 		if !column.Valid || part.Valid {
 			t.Whole = false
 		}
-		if index != last || len(t.Keys) == 0 {
+		if index.String != last || len(t.Keys) == 0 {
 			t.Keys = append(t.Keys, nil)
-			last = index
+			last = index.String
 		}
 		t.Keys[len(t.Keys)-1] = append(t.Keys[len(t.Keys)-1], column.String)
 	}

@@ -78,6 +78,8 @@ func (c *Client) bulkSelect(ctx context.Context, spec *sqlgraph.BatchCreateSpec,
 		return false, "", err
 	case !t.Whole:
 		return true, "a unique key of the table is a prefix or an expression", nil
+	case t.Triggers > 0 && len(t.Keys) > 0:
+		return true, fmt.Sprintf("the table has %d trigger(s), which may change the key of a row after the server met it", t.Triggers), nil
 	}
 	allGenerated := !slices.Contains(generated, false)
 	if len(t.Keys) > 1 {
@@ -89,9 +91,6 @@ func (c *Client) bulkSelect(ctx context.Context, spec *sqlgraph.BatchCreateSpec,
 			"a row met on one of them is not visible after the statement", len(t.Keys), strings.Join(names, "; ")), nil
 	}
 	opts := append(caller.options(), keepBatchID(d, first.ID.Column, allGenerated))
-	if col, ok := caller.keysKept(t.Keys); !ok {
-		return true, fmt.Sprintf("the update may change the unique column %s", col), nil
-	}
 	restore := snapshot(spec)
 	spec.OnConflict = opts
 	KeepBatchIDs(d, spec)
@@ -100,7 +99,7 @@ func (c *Client) bulkSelect(ctx context.Context, spec *sqlgraph.BatchCreateSpec,
 		// it met the stored row that holds the id the caller set.
 		return false, "", c.runBatch(ctx, spec, execInsert, false)
 	}
-	s := &selectBack{spec: spec, keys: t.Keys, lock: c.InTx}
+	s := &selectBack{spec: spec, keys: t.Keys, unique: t.Keys, lock: c.InTx}
 	if !s.lock {
 		v, err := c.Server.Version(ctx, c.Driver)
 		if err != nil {
@@ -147,19 +146,27 @@ func snapshot(spec *sqlgraph.BatchCreateSpec) (restore func()) {
 	}
 }
 
-// keysKept reports whether the caller's conflict options leave every
-// column of the unique keys either as it is stored or set to the row's own
-// value (excluded.c, VALUES(c) on MySQL), the two updates after which the
-// stored row still holds the key value the batch row met it on. It reads
-// their PostgreSQL rendering (readClause): an assignment to such a column
-// that is anything else (or that this cannot read) fails the test, with
-// the column. entflake's own option sets the id only, which is no key here.
-func (cc callerClause) keysKept(keys [][]string) (string, bool) {
-	ident := func(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
+// keysKept reports whether the INSERT ... ON DUPLICATE KEY UPDATE query,
+// as it is about to be sent, leaves every column of the unique keys either
+// as it is stored (`table`.`c`) or sets it to the row's own value
+// (VALUES(`c`)), the two updates after which the stored row still holds the
+// key value the batch row met it on. An assignment to such a column that is
+// anything else (or that this cannot read) fails the test, with the
+// column. MySQL's column names are case-insensitive, and so is the test.
+// It reads the statement the server runs, not a rendering of the options
+// for another dialect: the last word on what the update writes.
+func keysKept(query, table string, keys [][]string) (string, bool) {
+	_, update, found := strings.Cut(query, " ON DUPLICATE KEY UPDATE ")
+	if !found {
+		return "", true
+	}
+	update = strings.ToLower(update)
+	qualified := strings.ToLower(quote(table)) + "."
 	for _, key := range keys {
 		for _, c := range key {
-			target := ident(c) + " = "
-			for rest := cc.update; ; {
+			col := strings.ToLower(quote(c))
+			target := col + " = "
+			for rest := update; ; {
 				i := strings.Index(rest, target)
 				if i < 0 {
 					break
@@ -171,7 +178,7 @@ func (cc callerClause) keysKept(keys [][]string) (string, bool) {
 				}
 				// The whole value, up to the next assignment or the end.
 				kept := false
-				for _, v := range []string{ident("excluded") + "." + ident(c), ident(cc.table) + "." + ident(c)} {
+				for _, v := range []string{"values(" + col + ")", qualified + col} {
 					if after, ok := strings.CutPrefix(rest, v); ok && (after == "" || strings.HasPrefix(after, ", ")) {
 						kept = true
 					}
@@ -191,8 +198,8 @@ func (cc callerClause) keysKept(keys [][]string) (string, bool) {
 type selectBack struct {
 	spec *sqlgraph.BatchCreateSpec
 	// keys are the keys a row can meet: the one unique key, after the id
-	// when the caller set the ids.
-	keys [][]string
+	// when the caller set the ids; unique is the table's unique key alone.
+	keys, unique [][]string
 	// distinct is set when no two rows may find one stored row (the ids
 	// are a key: see bulkSelect).
 	distinct bool
@@ -211,8 +218,13 @@ func (s *selectBack) forUpdate() string {
 	return ""
 }
 
-// insert implements insertFunc.
+// insert implements insertFunc. An update that may move a unique key off
+// the row it met stops the batch before the INSERT is sent (keysKept): it
+// then runs per row.
 func (s *selectBack) insert(ctx context.Context, drv dialect.ExecQuerier, query string, args, v any) error {
+	if col, ok := keysKept(query, s.spec.Nodes[0].Table, s.unique); !ok {
+		return fmt.Errorf("%w: the update may change the unique column %s", errUncertain, col)
+	}
 	if err := drv.Exec(ctx, query, args, v); err != nil {
 		return err
 	}

@@ -44,7 +44,7 @@ func (c *Client) UpsertOne(spec *sqlgraph.CreateSpec, generated bool) ([]sql.Con
 	if r, ok := drv.(*insertDriver); ok {
 		drv = r.Driver // the builder saved again: its driver is the last Save's
 	}
-	return opts, &insertDriver{Driver: drv, insert: c.oneInsert(spec, inserted)}
+	return opts, &insertDriver{Driver: drv, insert: c.oneInsert(spec, inserted, c.InTx)}
 }
 
 // oneInsert runs the INSERT of a single upsert on MySQL (spec, whose id is
@@ -64,34 +64,68 @@ func (c *Client) UpsertOne(spec *sqlgraph.CreateSpec, generated bool) ([]sql.Con
 // id other than the inserted one is settled by asking whether the
 // inserted id is now a stored row's (on the statement's connection and
 // transaction): if it is, the row was inserted.
-func (c *Client) oneInsert(spec *sqlgraph.CreateSpec, inserted *int64) insertFunc {
+//
+// On a table with a trigger, MariaDB's OK packet carries no insert id for
+// an updated row (0: checked on 10.11 with a BEFORE UPDATE trigger), while
+// the session's LAST_INSERT_ID() holds the stored id: it is read on the
+// statement's own connection, which pinned says the INSERT ran on (a
+// transaction: the caller's, the batch's, or sqlgraph's for edges). A
+// single upsert outside one, into a table with triggers (Server.Table),
+// runs in a transaction of its own for that; no id is ever reported as 0.
+func (c *Client) oneInsert(spec *sqlgraph.CreateSpec, inserted *int64, pinned bool) insertFunc {
 	return func(ctx context.Context, drv dialect.ExecQuerier, query string, args, v any) error {
-		var res sql.Result
-		if err := drv.Exec(ctx, query, args, &res); err != nil {
-			return err
-		}
-		id, err := res.LastInsertId()
-		if err != nil {
-			return err
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return err
-		}
-		if n == 1 && id != *inserted {
-			stored, err := holds(ctx, drv, spec, *inserted)
+		if _, tx := drv.(dialect.Tx); !pinned && !tx {
+			t, err := c.Server.Table(ctx, c.Driver, spec.Schema, spec.Table)
 			if err != nil {
 				return err
 			}
-			if stored {
-				id = *inserted
+			if t.Triggers > 0 {
+				return c.batchTx(ctx, func(tx dialect.Driver) error { return c.runOne(ctx, tx, spec, inserted, query, args, v) })
 			}
 		}
-		if r, ok := v.(*sql.Result); ok {
-			*r = result{id: id, rows: n}
-		}
-		return nil
+		return c.runOne(ctx, drv, spec, inserted, query, args, v)
 	}
+}
+
+// runOne runs the INSERT of oneInsert on drv, and reads the stored row's id
+// (see oneInsert).
+func (c *Client) runOne(ctx context.Context, drv dialect.ExecQuerier, spec *sqlgraph.CreateSpec, inserted *int64, query string, args, v any) error {
+	var res sql.Result
+	if err := drv.Exec(ctx, query, args, &res); err != nil {
+		return err
+	}
+	id, err := res.LastInsertId()
+	if err != nil {
+		return err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	switch {
+	case n == 1 && id != *inserted:
+		stored, err := holds(ctx, drv, spec, *inserted)
+		if err != nil {
+			return err
+		}
+		if stored {
+			id = *inserted
+		}
+	case id == 0:
+		rows := &sql.Rows{}
+		if err := drv.Query(ctx, "SELECT LAST_INSERT_ID()", []any{}, rows); err != nil {
+			return fmt.Errorf("entflake: upsert into %s: the id of the row it updated: %w", spec.Table, err)
+		}
+		id, err = sql.ScanInt64(rows)
+		rows.Close()
+		if err != nil || id == 0 {
+			return fmt.Errorf("entflake: upsert into %s: the server told no id for the row it updated (%v)", spec.Table, err)
+		}
+	}
+	if r, ok := v.(*sql.Result); ok {
+		*r = result{id: id, rows: n}
+	}
+	return nil
 }
 
 // holds reports whether the table of spec has a row with the id id.
@@ -204,26 +238,28 @@ type callerClause struct {
 	// nothing is set for DO NOTHING, and skips for DO UPDATE ... WHERE:
 	// on PostgreSQL and SQLite, which return no row for a row they skip.
 	nothing, skips bool
-	// update is what follows DO UPDATE SET, and table the row's table, for
-	// keysKept.
-	update, table string
 }
 
 // readClause renders the conflict options opts of the create node on
-// dialect d once (callerClause). Every dialect's clause is read from
-// PostgreSQL's rendering, where DO NOTHING is a clause of its own (MySQL
-// renders it as an update of every column to itself, as Ignore does). A
-// MySQL statement is made by every option PostgreSQL renders, and by DO
-// NOTHING too, which ent turns into Ignore there; only where PostgreSQL's
-// rendering fails are they rendered again as MySQL, whose conflict clause
-// names no target to be refused.
+// dialect d once (callerClause). Whether they make a statement, DO NOTHING
+// and DO UPDATE ... WHERE are read from PostgreSQL's rendering, where DO
+// NOTHING is a clause of its own (MySQL renders it as an update of every
+// column to itself, as Ignore does). A MySQL statement is made by every
+// option PostgreSQL renders, and by DO NOTHING too, which ent turns into
+// Ignore there; only where PostgreSQL's rendering fails are they rendered
+// again as MySQL, whose conflict clause names no target to be refused.
+// What a MySQL statement's update writes is read from the statement itself
+// when it is sent (keysKept): a rendering of another dialect need not mean
+// the same (a DO NOTHING renders no update at all, and an option may
+// render by dialect).
 //
-// On MySQL, a DoNothing option is made ResolveWithIgnore, which is what ent
-// makes of it there (MySQL has no DO NOTHING), but applied before the
-// option that sets the id: ent's own substitution comes last, and would
-// set id = id over it, leaving the OK packet with an id no row has. The
-// options are rendered one by one only when all of them together render
-// DO NOTHING.
+// On MySQL, the DoNothing options give way to one ResolveWithIgnore after
+// the caller's other options, which is what ent makes of them there (MySQL
+// has no DO NOTHING: ent appends Ignore after every option, so an update
+// the caller added is overridden), but before the option that sets the
+// id: ent's own substitution comes last, and would set id = id over it,
+// leaving the OK packet with an id no row has. The options are rendered
+// one by one only when all of them together render DO NOTHING.
 func readClause(d string, node *sqlgraph.CreateSpec, opts []sql.ConflictOption) callerClause {
 	columns := []string{node.ID.Column}
 	for _, f := range node.Fields {
@@ -239,21 +275,22 @@ func readClause(d string, node *sqlgraph.CreateSpec, opts []sql.ConflictOption) 
 		opts:    append(make([]sql.ConflictOption, 0, len(opts)+1), opts...),
 		renders: err == nil,
 		nothing: strings.HasSuffix(q, " DO NOTHING"),
-		table:   node.Table,
 	}
 	if _, update, found := strings.Cut(q, " DO UPDATE SET "); found {
-		cc.update, cc.skips = update, strings.Contains(update, " WHERE ")
+		cc.skips = strings.Contains(update, " WHERE ")
 	}
 	if !cc.renders && d == dialect.MySQL {
 		_, err = scratch(dialect.MySQL)
 		cc.renders = err == nil
 	}
 	if d == dialect.MySQL && cc.nothing {
-		for i, o := range cc.opts {
-			if strings.HasSuffix(clause(dialect.Postgres, o), " DO NOTHING") {
-				cc.opts[i] = sql.ResolveWithIgnore()
+		cc.opts = cc.opts[:0]
+		for _, o := range opts {
+			if !strings.HasSuffix(clause(dialect.Postgres, o), " DO NOTHING") {
+				cc.opts = append(cc.opts, o)
 			}
 		}
+		cc.opts = append(cc.opts, sql.ResolveWithIgnore())
 	}
 	return cc
 }

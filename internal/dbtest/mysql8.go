@@ -10,13 +10,16 @@ import (
 	"entgo.io/ent/dialect"
 )
 
-// MySQL8Version is what AsMySQL8 answers for VERSION(): a MySQL 8 server,
-// which has no RETURNING.
-const MySQL8Version = "8.0.36"
+// MySQL8Version and MySQL8Comment are what AsMySQL8 answers for VERSION()
+// and @@version_comment: a MySQL 8 server, which has no RETURNING.
+const (
+	MySQL8Version = "8.0.36"
+	MySQL8Comment = "MySQL Community Server - GPL"
+)
 
-// AsMySQL8 returns drv answering SELECT VERSION() as MySQL 8.0.36 does, on
-// itself and in its transactions, and sending every other statement to the
-// server as it is. No MySQL 8 server can be installed here: this runs
+// AsMySQL8 returns drv answering SELECT VERSION() (alone, or with
+// @@version_comment) as MySQL 8.0.36 does, on itself and in its
+// transactions, and sending every other statement to the server as it is. No MySQL 8 server can be installed here: this runs
 // MariaDB through the code paths entflake takes for MySQL 8 (chosen by
 // VERSION() alone), with MariaDB's own collations and padding, so that
 // what those paths ask of the server is tested on a real one. What only a
@@ -44,10 +47,13 @@ func (m mysql8Tx) Query(ctx context.Context, query string, args, v any) error {
 	return m.Tx.Query(ctx, asMySQL8(query), args, v)
 }
 
-// asMySQL8 turns the version query into one of MySQL 8's answer.
+// asMySQL8 turns the version queries into ones of MySQL 8's answer.
 func asMySQL8(query string) string {
-	if query == "SELECT VERSION()" {
+	switch query {
+	case "SELECT VERSION()":
 		return "SELECT '" + MySQL8Version + "'"
+	case "SELECT VERSION(), @@version_comment":
+		return "SELECT '" + MySQL8Version + "', '" + MySQL8Comment + "'"
 	}
 	return query
 }

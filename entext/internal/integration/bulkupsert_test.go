@@ -34,7 +34,7 @@ func newCounted(drv dialect.Driver) counted {
 }
 
 func (c counted) count(query string) {
-	if query == "SELECT VERSION()" || strings.Contains(query, "information_schema.STATISTICS") {
+	if strings.HasPrefix(query, "SELECT VERSION()") || strings.Contains(query, "information_schema.") {
 		c.meta.Add(1)
 		return
 	}
