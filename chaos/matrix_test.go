@@ -667,20 +667,7 @@ func (c *cell) run() error {
 		return fmt.Errorf("X never sent %s", c.st.name)
 	}
 	c.note("X held at %q", shorten(q))
-	acted := make(chan struct{})
-	go func() {
-		defer close(acted)
-		c.act()
-	}()
-	select {
-	case <-acted:
-	case <-time.After(8 * time.Second):
-		c.note("the action waits for X (a lock X holds): X goes on first")
-	}
-	// At once: the action's effect (a row deleted under its holder, made
-	// again by another) lasts until the holder's next renewal.
-	c.x.releaseHold("cell")
-	<-acted
+	c.actWhileHeld("X", func() { c.x.releaseHold("cell") })
 	if c.st.op != xRelease {
 		if _, err := c.xg.wait(30 * time.Second); err != nil {
 			c.note("X: %v", shorten(err.Error()))
@@ -693,18 +680,36 @@ func (c *cell) run() error {
 	return nil
 }
 
+// actWhileHeld takes the cell's action while who's statement is held, for
+// up to 8 s (an action may wait for a lock who holds: who then goes on
+// first), lets the statement go with release, and waits for the action.
+// The statement goes on at once when the action is done: its effect (a row
+// deleted under its holder, made again by another) lasts only until the
+// holder's next renewal.
+func (c *cell) actWhileHeld(who string, release func()) {
+	acted := make(chan struct{})
+	go func() {
+		defer close(acted)
+		c.act()
+	}()
+	select {
+	case <-acted:
+	case <-time.After(8 * time.Second):
+		c.note("the action waits for %s (a lock it holds): %s goes on first", who, who)
+	}
+	release()
+	<-acted
+}
+
 // operate runs the cell with the operator as X: the test's own process
 // cancels or finishes the widening through a pool of its own whose
 // statement it holds while the action is taken; then Y takes the worker id
 // whose floor the step set (a cancel's g of the old layout, a finish's w of
 // the wider one) and issues, above every ID the holders before it issued.
 func (c *cell) operate(hold wire.Hold) error {
-	phase := holddriver.Before
-	switch hold.Phase {
-	case "answer":
-		phase = holddriver.Answer
-	case "drop":
-		phase = holddriver.Drop
+	phase, err := holddriver.ParsePhase(hold.Phase)
+	if err != nil {
+		return err
 	}
 	held := make(chan string, 1)
 	ctl := holddriver.NewControl(func(_, query string) {
@@ -740,18 +745,7 @@ func (c *cell) operate(hold wire.Hold) error {
 		return fmt.Errorf("the operator's step never sent %s", c.st.name)
 	}
 	c.note("the operator held at %q", shorten(q))
-	acted := make(chan struct{})
-	go func() {
-		defer close(acted)
-		c.act()
-	}()
-	select {
-	case <-acted:
-	case <-time.After(8 * time.Second):
-		c.note("the action waits for the operator (a lock it holds): the operator goes on first")
-	}
-	ctl.Release(hold.Name)
-	<-acted
+	c.actWhileHeld("the operator", func() { ctl.Release(hold.Name) })
 	c.note("the operator's step: %v", <-done)
 	ys := c.spec("y", layoutOld, c.g)
 	if c.st.op == xFinish {

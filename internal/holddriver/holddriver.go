@@ -91,6 +91,20 @@ func (p Phase) String() string {
 	return fmt.Sprintf("Phase(%d)", int(p))
 }
 
+// ParsePhase reads a phase as a test names it: "before" (or ""),
+// "answer" or "drop".
+func ParsePhase(s string) (Phase, error) {
+	switch s {
+	case "", "before":
+		return Before, nil
+	case "answer":
+		return Answer, nil
+	case "drop":
+		return Drop, nil
+	}
+	return 0, fmt.Errorf("holddriver: unknown phase %q (want before, answer or drop)", s)
+}
+
 // Hold describes which statements to hold, and where.
 type Hold struct {
 	// Name names the hold in onHeld, Release, Held and Disarm.

@@ -223,21 +223,29 @@ func driverConn(t *testing.T, c *sql.Conn) any {
 	return dc
 }
 
+// heldUpdate runs the UPDATE of v on a fresh database through the wrapper
+// (w), held in phase under the name "upd", and returns once it is held.
+func heldUpdate(t *testing.T, b dbtest.Backend, phase holddriver.Phase, v int) (db *dbtest.DB, w *sql.DB,
+	ctl *holddriver.Control, done <-chan execResult) {
+	t.Helper()
+	db = b.Fresh(t)
+	setup(t, db)
+	rec := newRecorder()
+	ctl = holddriver.NewControl(rec.onHeld)
+	w = wrapped(t, db, ctl)
+	arm(t, ctl, holddriver.Hold{Name: "upd", Patterns: []string{"UPDATE hold_t"}, Phase: phase})
+	done = goExec(context.Background(), w, update(b), v)
+	if e := rec.next(t); e != (event{"upd", update(b)}) {
+		t.Fatalf("onHeld got %+v, want name upd and the UPDATE's text", e)
+	}
+	return db, w, ctl, done
+}
+
 // A statement held Before reaches the server only after Release, and its
 // caller then gets its real result.
 func TestBeforeReleased(t *testing.T) {
 	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
-		db := b.Fresh(t)
-		setup(t, db)
-		rec := newRecorder()
-		ctl := holddriver.NewControl(rec.onHeld)
-		w := wrapped(t, db, ctl)
-		arm(t, ctl, holddriver.Hold{Name: "upd", Patterns: []string{"UPDATE hold_t"}, Phase: holddriver.Before})
-
-		done := goExec(context.Background(), w, update(b), 7)
-		if e := rec.next(t); e != (event{"upd", update(b)}) {
-			t.Fatalf("onHeld got %+v, want name upd and the UPDATE's text", e)
-		}
+		db, _, ctl, done := heldUpdate(t, b, holddriver.Before, 7)
 		if n := ctl.Held("upd"); n != 1 {
 			t.Fatalf("Held = %d, want 1", n)
 		}
@@ -552,16 +560,7 @@ func TestCommitAnswerLost(t *testing.T) {
 // new connection.
 func TestDrop(t *testing.T) {
 	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
-		db := b.Fresh(t)
-		setup(t, db)
-		rec := newRecorder()
-		ctl := holddriver.NewControl(rec.onHeld)
-		w := wrapped(t, db, ctl)
-		arm(t, ctl, holddriver.Hold{Name: "upd", Patterns: []string{"UPDATE hold_t"}, Phase: holddriver.Drop})
-		done := goExec(context.Background(), w, update(b), 7)
-		if e := rec.next(t); e != (event{"upd", update(b)}) {
-			t.Fatalf("onHeld got %+v, want name upd and the UPDATE's text", e)
-		}
+		db, w, ctl, done := heldUpdate(t, b, holddriver.Drop, 7)
 		notYet(t, done, "Exec")
 		if n := ctl.Release("upd"); n != 1 {
 			t.Fatalf("Release = %d, want 1", n)
@@ -992,4 +991,19 @@ func TestConcurrent(t *testing.T) {
 			t.Fatalf("v = %d, want %d", v, workers*each)
 		}
 	})
+}
+
+// TestParsePhase: the phases by the names the chaos suite's children are
+// told them, and an unknown one refused by name.
+func TestParsePhase(t *testing.T) {
+	for s, want := range map[string]holddriver.Phase{"": holddriver.Before, "before": holddriver.Before,
+		"answer": holddriver.Answer, "drop": holddriver.Drop} {
+		got, err := holddriver.ParsePhase(s)
+		if err != nil || got != want {
+			t.Errorf("ParsePhase(%q) = %v, %v; want %v", s, got, err, want)
+		}
+	}
+	if _, err := holddriver.ParsePhase("after"); err == nil || !strings.Contains(err.Error(), `"after"`) {
+		t.Errorf("ParsePhase(\"after\") = %v, want an error naming it", err)
+	}
 }

@@ -291,14 +291,13 @@ func (c *child) hold(h *wire.Hold) {
 		c.emit(wire.Event{Ev: "armed", Err: "no hold"})
 		return
 	}
-	phase := holddriver.Before
-	switch h.Phase {
-	case "answer":
-		phase = holddriver.Answer
-	case "drop":
-		phase = holddriver.Drop
-	}
 	e := wire.Event{Ev: "armed", Name: h.Name}
+	phase, err := holddriver.ParsePhase(h.Phase)
+	if err != nil {
+		e.Err = err.Error()
+		c.emit(e)
+		return
+	}
 	if err := c.holds.Arm(holddriver.Hold{Name: h.Name, Patterns: h.Patterns, Phase: phase, Count: h.Count}); err != nil {
 		e.Err = err.Error()
 	}

@@ -20,58 +20,63 @@ import (
 	"github.com/entflake/entflake/internal/dbtest"
 )
 
+// hooked is a driver whose every statement, on itself and in its
+// transactions, goes through f first: f may count it, record it, act
+// before it is sent, or return another text to send in its place.
+type hooked struct {
+	dialect.Driver
+	f func(query string) string
+}
+
+func (h hooked) Exec(ctx context.Context, query string, args, v any) error {
+	return h.Driver.Exec(ctx, h.f(query), args, v)
+}
+
+func (h hooked) Query(ctx context.Context, query string, args, v any) error {
+	return h.Driver.Query(ctx, h.f(query), args, v)
+}
+
+func (h hooked) Tx(ctx context.Context) (dialect.Tx, error) {
+	tx, err := h.Driver.Tx(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return hookedTx{Tx: tx, f: h.f}, nil
+}
+
+type hookedTx struct {
+	dialect.Tx
+	f func(query string) string
+}
+
+func (t hookedTx) Exec(ctx context.Context, query string, args, v any) error {
+	return t.Tx.Exec(ctx, t.f(query), args, v)
+}
+
+func (t hookedTx) Query(ctx context.Context, query string, args, v any) error {
+	return t.Tx.Query(ctx, t.f(query), args, v)
+}
+
 // counted is a driver that counts the statements sent through it and its
 // transactions (n), but for the questions a client asks its MySQL-family
 // server once, at its first bulk upsert (meta): the server's version, and
-// on MySQL and TiDB a table's unique keys.
+// on MySQL and TiDB a table's unique keys and triggers.
 type counted struct {
-	dialect.Driver
+	hooked
 	n, meta *atomic.Int64
 }
 
 func newCounted(drv dialect.Driver) counted {
-	return counted{Driver: drv, n: new(atomic.Int64), meta: new(atomic.Int64)}
-}
-
-func (c counted) count(query string) {
-	if strings.HasPrefix(query, "SELECT VERSION()") || strings.Contains(query, "information_schema.") {
-		c.meta.Add(1)
-		return
-	}
-	c.n.Add(1)
-}
-
-func (c counted) Exec(ctx context.Context, query string, args, v any) error {
-	c.count(query)
-	return c.Driver.Exec(ctx, query, args, v)
-}
-
-func (c counted) Query(ctx context.Context, query string, args, v any) error {
-	c.count(query)
-	return c.Driver.Query(ctx, query, args, v)
-}
-
-func (c counted) Tx(ctx context.Context) (dialect.Tx, error) {
-	tx, err := c.Driver.Tx(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return countedTx{Tx: tx, c: c}, nil
-}
-
-type countedTx struct {
-	dialect.Tx
-	c counted
-}
-
-func (t countedTx) Exec(ctx context.Context, query string, args, v any) error {
-	t.c.count(query)
-	return t.Tx.Exec(ctx, query, args, v)
-}
-
-func (t countedTx) Query(ctx context.Context, query string, args, v any) error {
-	t.c.count(query)
-	return t.Tx.Query(ctx, query, args, v)
+	c := counted{n: new(atomic.Int64), meta: new(atomic.Int64)}
+	c.hooked = hooked{Driver: drv, f: func(query string) string {
+		if strings.HasPrefix(query, "SELECT VERSION()") || strings.Contains(query, "information_schema.") {
+			c.meta.Add(1)
+		} else {
+			c.n.Add(1)
+		}
+		return query
+	}}
+	return c
 }
 
 // batchRow is a row of a bulk upsert: its name (the unique key), and the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"entgo.io/ent/dialect"
@@ -274,14 +275,14 @@ func TestUpsertOwnTxSeesLatest(t *testing.T) {
 		p1 := k.Plain.Create().SetName("e@x").SetAge(1).SaveX(ctx)
 		pet := k.Pet.Create().SetName("pet").SaveX(ctx)
 		var s2 *edges.User
-		move := &beforeInsert{Driver: k.drv, table: "users", f: func() {
+		drv, moved := beforeInsert(k.drv, "users", func() {
 			k.User.UpdateOne(s1).SetName("old@x").ExecX(ctx)
 			s2 = k.User.Create().SetName("e@x").SetAge(10).SaveX(ctx)
-		}}
-		users := edges.NewClient(edges.Driver(move), edges.IDGenerator(k.gen))
+		})
+		users := edges.NewClient(edges.Driver(drv), edges.IDGenerator(k.gen))
 		cu := []*edges.UserCreate{users.User.Create().SetName("e@x").AddPetIDs(pet.ID), users.User.Create().SetName("new@x")}
 		require.NoError(t, users.User.CreateBulk(cu...).OnConflictColumns(user.FieldName).Ignore().Exec(ctx))
-		require.True(t, move.ran, "the other client wrote inside the batch's transaction, before its INSERT")
+		require.True(t, moved.Load(), "the other client wrote inside the batch's transaction, before its INSERT")
 
 		k.Plain.UpdateOne(p1).SetName("old@x").ExecX(ctx)
 		k.Plain.Create().SetName("e@x").SetAge(10).ExecX(ctx)
@@ -295,44 +296,32 @@ func TestUpsertOwnTxSeesLatest(t *testing.T) {
 	})
 }
 
-// beforeInsert is a driver that runs f once, in a transaction it begins,
-// just before the first INSERT into table is sent there.
-type beforeInsert struct {
-	dialect.Driver
-	table string
-	f     func()
-	ran   bool
+// beforeInsert returns drv running f once, just before the first INSERT
+// into table is sent, in a transaction drv begins; ran reports whether it
+// did.
+func beforeInsert(drv dialect.Driver, table string, f func()) (_ dialect.Driver, ran *atomic.Bool) {
+	ran = new(atomic.Bool)
+	prefix := "INSERT INTO " + quoteFor(drv.Dialect(), table)
+	return hookedTxOnly{Driver: drv, f: func(query string) string {
+		if strings.HasPrefix(query, prefix) && ran.CompareAndSwap(false, true) {
+			f()
+		}
+		return query
+	}}, ran
 }
 
-func (b *beforeInsert) Tx(ctx context.Context) (dialect.Tx, error) {
-	tx, err := b.Driver.Tx(ctx)
+// hookedTxOnly is hooked for the statements of its transactions only.
+type hookedTxOnly struct {
+	dialect.Driver
+	f func(query string) string
+}
+
+func (h hookedTxOnly) Tx(ctx context.Context) (dialect.Tx, error) {
+	tx, err := h.Driver.Tx(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return beforeInsertTx{Tx: tx, b: b}, nil
-}
-
-type beforeInsertTx struct {
-	dialect.Tx
-	b *beforeInsert
-}
-
-func (t beforeInsertTx) Exec(ctx context.Context, query string, args, v any) error {
-	t.b.before(query)
-	return t.Tx.Exec(ctx, query, args, v)
-}
-
-func (t beforeInsertTx) Query(ctx context.Context, query string, args, v any) error {
-	t.b.before(query) // MariaDB's INSERT ... RETURNING is a query
-	return t.Tx.Query(ctx, query, args, v)
-}
-
-// before runs f if query is the first INSERT into the table.
-func (b *beforeInsert) before(query string) {
-	if !b.ran && strings.HasPrefix(query, "INSERT INTO "+quoteFor(b.Dialect(), b.table)) {
-		b.ran = true
-		b.f()
-	}
+	return hookedTx{Tx: tx, f: h.f}, nil
 }
 
 // quoteFor quotes an identifier as ent's builder does on dialect d.
