@@ -16,11 +16,11 @@
 //     id the hook generated;
 //   - Client.BulkUpsert, the bulk upsert on every database: ent's one
 //     statement, MariaDB's RETURNING, MySQL's and TiDB's INSERT followed by
-//     one locking SELECT in which the server matches the batch's rows to
-//     the stored ones, or one upsert per row, each writing what ent's own
-//     statement writes;
+//     one SELECT in which the server matches the batch's rows to the stored
+//     ones, or one upsert per row, each writing what ent's own statement
+//     writes;
 //   - Server, what a client learns of its MySQL-family server once: its
-//     version and the unique keys of its tables;
+//     version and comment, and the unique keys and triggers of its tables;
 //   - JSONID and ParseJSONID, snowflake ids in JSON as strings or numbers;
 //   - Refused, RefSet and Refusals, the refusal of ids no generator issues
 //     in an upsert's update.

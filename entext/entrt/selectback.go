@@ -21,8 +21,8 @@ var errUncertain = errors.New("entflake: the stored row of a batch row is not ce
 // bulkSelect runs a bulk upsert on MySQL or TiDB, which have no
 // RETURNING, in a constant number of statements: ent's multi-row INSERT
 // (sqlgraph.BatchCreate, with the batch guard, keepBatchID), then, in the
-// same transaction, one locking SELECT in which the server finds each
-// row's stored row (selectBack), then the edges, which sqlgraph writes with
+// same transaction, one SELECT in which the server finds each row's
+// stored row (selectBack), then the edges, which sqlgraph writes with
 // those ids. It returns fallback (and why) when the batch must run per row
 // instead; nothing of it is then written, and spec is as it was given.
 //
@@ -36,11 +36,17 @@ var errUncertain = errors.New("entflake: the stored row of a batch row is not ce
 // date). The SELECT reads the latest committed rows, and the rows it finds
 // stay as they are until the transaction ends: the INSERT locked every
 // row it met or inserted, and a key the batch gives is unique under the
-// column's comparison, so no other row can hold it. In the caller's
-// transaction, whose snapshot may be older than the INSERT, and on TiDB,
-// which reads at the transaction's start, it is a locking read (FOR
-// UPDATE); on MySQL and MariaDB in a transaction of its own, a plain read
-// sees the same rows for a third of the time (ReadsLatest).
+// column's comparison, so no other row can hold it. It is a locking read
+// (FOR UPDATE), but on MySQL's own build in a transaction of its own, where
+// a plain read sees the same rows for a third of the time (ReadsLatest):
+// the caller's snapshot may be older than the INSERT, TiDB reads at the
+// transaction's start, and MariaDB's snapshot isolation refuses the edges'
+// writes after a plain read.
+//
+// A table with triggers runs per row: one may move a key after the server
+// met the row. So does a batch whose update, as the INSERT is about to be
+// sent, may write a unique column with anything but its stored value or
+// the row's own (keysKept): it stops before the INSERT.
 //
 // A row of INSERT ... ON DUPLICATE KEY UPDATE is either inserted with its
 // own id, or it updates the stored row that holds its id or the values of
