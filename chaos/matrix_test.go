@@ -133,6 +133,17 @@ type mstmt struct {
 	// is cut, and the server rolls back its transaction) while its slot
 	// still reads as it did.
 	drop bool
+	// cause: a statement of X's (these patterns) is cut off once before
+	// the row's (dropped: never sent), so that X sends the row's: the
+	// read-back of a claim or a renewal whose answer was lost.
+	cause []string
+	// ahead: X's clock runs 3 s ahead of the database's, past its Margin,
+	// so that the cap refuses its renewals' promises.
+	ahead bool
+	// liveAhead: the counter's next worker ids, w .. w+liveAhead-1, are
+	// held live by others before X leases: its probes of the counter miss
+	// and it searches the table.
+	liveAhead int64
 }
 
 var mstmts = []mstmt{
@@ -212,6 +223,17 @@ var mstmts = []mstmt{
 	// a chunk's read before its rows are made
 	{name: "chunk-rows", patterns: []string{"(SELECT MIN(promise_ms) FROM sys_sequence_slot WHERE expires_ms < "}, op: xTake,
 		ctxs: []mctx{ctxChanged, ctxPlain, ctxWidening}},
+	// Statements sent only after another's answer was lost, a renewal
+	// refused its promise, or probes of the counter missed: a claim's
+	// read-back, a renewal's, a renewal that keeps its promise, the search.
+	{name: "read-back", patterns: []string{"SELECT fence, instance FROM sys_sequence_slot WHERE worker_id = "}, op: xTake,
+		cause: []string{"SET fence = fence + 1, beats = beats + 1, service_name"}, ctxs: []mctx{ctxChangedMade}}, // (a claim inside the locked take settles with its COMMIT)
+	{name: "holder", patterns: []string{"SELECT fence, service_name, instance, expires_ms, promise_ms, layout, "}, op: xRenew,
+		cause: []string{"COMMIT"}, ctxs: []mctx{ctxChangedMade, ctxWidening}},
+	{name: "renew-keep", patterns: []string{" + ?, updated_at = ", " + $1, updated_at = "}, op: xRenew, ahead: true,
+		ctxs: []mctx{ctxChangedMade}},
+	{name: "candidates", patterns: []string{"SELECT worker_id, fence, beats, promise_ms, "}, op: xLease, liveAhead: 3,
+		ctxs: []mctx{ctxChangedMade, ctxRange}},
 	// a change of the range's look for live slots
 	{name: "live-any", patterns: []string{"SELECT worker_id FROM sys_sequence_slot WHERE expires_ms >= "}, op: xTake,
 		ctxs: []mctx{ctxRange}},
@@ -272,6 +294,8 @@ var ciCells = []string{
 	// holder then cut off for its TTL while another takes the slot (issue
 	// 32's surviving mutant, 08); a claim and a release cut off.
 	"renew-commit/drop×cut-off", "claim/drop×take", "release-commit/drop×take",
+	// The read-backs after a lost answer, a capped renewal, the search.
+	"read-back/answer×take", "holder/before×delete-row", "renew-keep/answer×none", "candidates/before×release",
 }
 
 var (
@@ -626,13 +650,21 @@ func (c *cell) run() error {
 	if err := c.history(); err != nil {
 		return err
 	}
-	behind := -between(c.rng, 500*time.Millisecond, 1500*time.Millisecond)
-	if !c.x.setClock(behind, 5*time.Second) {
+	offset := -between(c.rng, 500*time.Millisecond, 1500*time.Millisecond)
+	if c.st.ahead {
+		offset = 3 * time.Second
+	}
+	if !c.x.setClock(offset, 5*time.Second) {
 		return fmt.Errorf("X's clock step was not applied")
 	}
 	xs := c.spec("x", layoutNew, c.w)
 	if c.st.op == xLease {
 		xs = c.spec("x", layoutNew, -1)
+		for v := c.w; v < c.w+c.st.liveAhead; v++ {
+			if g := c.openWait(c.o, "L", c.spec("l", layoutNew, v), 20*time.Second); !g.settled() {
+				return fmt.Errorf("L did not take %d", v)
+			}
+		}
 		if _, err := c.r.db.Exec(fmt.Sprintf("UPDATE sys_sequence SET worker_id = %d WHERE service_name = '__global__'", c.w-1)); err != nil {
 			return err
 		}
@@ -642,9 +674,26 @@ func (c *cell) run() error {
 	if c.st.op == xCancel || c.st.op == xFinish {
 		return c.operate(hold)
 	}
+	// armHolds arms the cause's hold, if any, first: holds catch the
+	// statements they match oldest first.
+	armHolds := func() error {
+		if c.st.cause != nil {
+			if err := c.x.arm(wire.Hold{Name: "cause", Patterns: c.st.cause, Phase: "drop"}); err != nil {
+				return err
+			}
+			defer func() {
+				go func() { // cut off at once once held: its caller gets ErrCut
+					if c.x.heldQuery("cause", 15*time.Second) != "" {
+						c.x.releaseHold("cause")
+					}
+				}()
+			}()
+		}
+		return c.x.arm(hold)
+	}
 	switch c.st.op {
 	case xTake, xLease:
-		if err := c.x.arm(hold); err != nil {
+		if err := armHolds(); err != nil {
 			return err
 		}
 		c.xg = c.x.open(xs)[0]
@@ -654,7 +703,7 @@ func (c *cell) run() error {
 			return fmt.Errorf("X did not open")
 		}
 		time.Sleep(200 * time.Millisecond)
-		if err := c.x.arm(hold); err != nil {
+		if err := armHolds(); err != nil {
 			return err
 		}
 		if c.st.op == xRelease {

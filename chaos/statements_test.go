@@ -26,6 +26,7 @@ var matrixCovers = map[string][]string{
 	"cross-rows": {"crossRows"}, "fence-range": {"fenceRange"}, "raise-below": {"raiseBelow"},
 	"live-outside": {"liveOutside"}, "seed-markers": {"seedMarkers"}, "raise-never": {"raiseNever"},
 	"chunk-rows": {"chunkRows"}, "live-any": {"liveAny"},
+	"read-back": {"readBack"}, "holder": {"holder"}, "renew-keep": {"renewKeep"}, "candidates": {"candidates"},
 }
 
 // outsideMatrix are the lease's statements that no row of the matrix
@@ -42,19 +43,12 @@ var outsideMatrix = map[string]string{
 	"poolLayout":    "a report (the pool's capacity gauge): it reads the '__layout__' row, locks nothing, writes nothing",
 	"makeRow":       "part of makeRows' text (one row's values)",
 	"makeRowsEnd":   "part of makeRows' text (its conflict clause)",
-	// Not in the matrix yet: statements sent only after an earlier
-	// statement's answer was lost, or after a search that probing the
-	// counter rarely reaches. The long runs' nemesis (lost answers, held
-	// statements, ranges) and the scenarios reach them at random.
-	"candidates": "the search for a free slot, after three probes of the counter met live slots: it only lists " +
-		"candidates, and the claim's compare-and-set re-checks each (rule 1)",
-	"census": "the search's count of live slots and of a missing row, after candidates: a missing row it names is " +
-		"taken through the locked take, which counts again under its lock (rule 3)",
-	"holder": "the read-back of a renewal whose answer was lost, and the holder an error names: internal/lease's " +
-		"TestRenewAnswerLost and TestRenewRolledBack send it",
-	"readBack": "the read-back of a claim whose answer was lost: internal/lease's TestClaimAnswerLost sends it",
-	"renewKeep": "a renewal that keeps its promise, once the holder's clock ran past the database's cap: the root " +
-		"package's TestPromiseCappedBySkew sends it",
+	// The search's count, after every candidate it listed failed: a
+	// missing row it names is taken through the locked take, which counts
+	// again under its lock (rule 3). Reaching it needs a range whose every
+	// free slot a take refuses between the candidates and the count.
+	"census": "the search's count of live slots and of a missing row, after every candidate failed: a missing row it " +
+		"names is taken through the locked take, which counts again under its lock (rule 3)",
 }
 
 // TestMatrixHoldsEveryStatement: every statement the lease sends, in each
