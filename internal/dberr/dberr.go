@@ -3,7 +3,8 @@
 // database does not link the others'. It reads the fields the drivers'
 // error types have had for years: go-sql-driver/mysql's *MySQLError
 // (Number, Message), pgx's *pgconn.PgError (Code, the SQLSTATE, and the
-// names of the schema, table and constraint, and Detail),
+// names of the schema, table and constraint, and Detail) and lib/pq's
+// *pq.Error (the same, under other field names),
 // modernc.org/sqlite's (*Error).Code() (the extended result code), and
 // mattn/go-sqlite3's Error, a struct value whose field ExtendedCode is the
 // extended result code (ent's own SQLite examples use that driver). The
@@ -12,6 +13,7 @@
 package dberr
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
@@ -61,8 +63,11 @@ func Read(err error) (e Error, ok bool) {
 			return Error{MySQL: uint16(f.Uint()), Message: str("Message"), Text: x.Error()}, true
 		}
 		if f, sev := s.FieldByName("Code"), s.FieldByName("Severity"); f.IsValid() && f.Kind() == reflect.String && sev.IsValid() {
-			return Error{PG: f.String(), Schema: str("SchemaName"), Table: str("TableName"),
-				Constraint: str("ConstraintName"), Detail: str("Detail"), Text: x.Error()}, true
+			// pgx names them SchemaName, TableName and ConstraintName; lib/pq's
+			// *pq.Error, Schema, Table and Constraint.
+			name := func(pgx, pq string) string { return cmp.Or(str(pgx), str(pq)) }
+			return Error{PG: f.String(), Schema: name("SchemaName", "Schema"), Table: name("TableName", "Table"),
+				Constraint: name("ConstraintName", "Constraint"), Detail: str("Detail"), Text: x.Error()}, true
 		}
 	}
 	return Error{}, false
