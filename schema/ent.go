@@ -77,7 +77,7 @@ func (Slot) Fields() []ent.Field {
 
 // Indexes of sys_sequence_slot: the layout guard's index.
 func (Slot) Indexes() []ent.Index {
-	return []ent.Index{index.Fields(ColumnLayout, ColumnExpiresMs).StorageKey(SlotLayoutIndex)}
+	return []ent.Index{index.Fields(ColumnLayout).StorageKey(SlotLayoutIndex)}
 }
 
 // Annotations name the table.

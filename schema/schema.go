@@ -19,7 +19,7 @@
 //	  promise_ms   BIGINT NOT NULL DEFAULT 0,         -- the highest ID time (Unix ms) its holder may issue
 //	  layout       VARCHAR(64) NULL,                  -- the holder's bit split and epoch
 //	  updated_at   DATETIME NOT NULL DEFAULT CURRENT_TIMESTAMP,
-//	  INDEX sys_sequence_slot_layout (layout, expires_ms))
+//	  INDEX sys_sequence_slot_layout (layout))
 //
 // The columns of sys_sequence are those of the Java allocator this design
 // comes from, so Go and Java services can share one table and one counter.
@@ -53,9 +53,14 @@ const (
 	// SlotTableName is the table of worker-id slots: who holds which worker
 	// id, until when, and how far its IDs may go.
 	SlotTableName = "sys_sequence_slot"
-	// SlotLayoutIndex indexes the slots by layout and expiry: the layout
-	// guard at every take looks for a live slot with another layout than
-	// its own, and finds none (the usual case) without reading the rows.
+	// SlotLayoutIndex indexes the slots by layout: the layout guard looks
+	// for a live slot with another layout than its own, and finds none (the
+	// usual case) without reading the rows. It holds no column a renewal
+	// writes (expires_ms, promise_ms, beats, updated_at), so that a renewal
+	// changes no index: PostgreSQL makes it a HOT update (a new row version
+	// in the same page, no index entry), InnoDB and TiDB write no secondary
+	// index entry. Tables of entflake 0.x before this index also held
+	// expires_ms: UpgradeStatements brings them to it.
 	SlotLayoutIndex = "sys_sequence_slot_layout"
 	// PoolService is the service_name of the one row every service takes its
 	// worker id from.
@@ -171,7 +176,7 @@ func SlotTable() *entschema.Table {
 			updatedAt(),
 		},
 		PrimaryKey: []*entschema.Column{workerID},
-		Indexes:    []*entschema.Index{{Name: SlotLayoutIndex, Columns: []*entschema.Column{layout, expires}}},
+		Indexes:    []*entschema.Index{{Name: SlotLayoutIndex, Columns: []*entschema.Column{layout}}},
 	}
 }
 
@@ -362,6 +367,55 @@ func TableStatements(d, table string) ([]string, error) {
 		return nil, fmt.Errorf("schema: no table %q; want %q or %q", table, TableName, SlotTableName)
 	}
 	return stmts, nil
+}
+
+// UpgradeStatements returns the DDL that brings tables made by an earlier
+// entflake to this one's, for a dialect: today the slot table's index,
+// which held expires_ms, a column every renewal writes (see
+// SlotLayoutIndex), and now holds layout alone. Run them once, in order,
+// after CreateStatements' tables exist; running them again changes
+// nothing. ent's migration (Tables) plans the same change by itself.
+//
+// Each drops the index and creates it again under the same name: between
+// the two, the layout guard reads the table's rows, a few thousand at
+// most. PostgreSQL and SQLite have IF EXISTS and IF NOT EXISTS. MySQL has
+// neither for an index, and TiDB refuses to drop and add one name in one
+// ALTER TABLE, so there it is two ALTER TABLEs (in place in InnoDB, without
+// blocking writes); they run again because the index exists between runs,
+// and if the first ran alone, the second is what is left to run.
+func UpgradeStatements(d string) ([]string, error) {
+	if err := CheckDialect(d); err != nil {
+		return nil, err
+	}
+	if d == dialect.MySQL {
+		return []string{
+			fmt.Sprintf("ALTER TABLE `%s` DROP INDEX `%s`", SlotTableName, SlotLayoutIndex),
+			fmt.Sprintf("ALTER TABLE `%s` ADD INDEX `%s` (`%s`)", SlotTableName, SlotLayoutIndex, ColumnLayout),
+		}, nil
+	}
+	return []string{
+		fmt.Sprintf(`DROP INDEX IF EXISTS "%s"`, SlotLayoutIndex),
+		fmt.Sprintf(`CREATE INDEX IF NOT EXISTS "%s" ON "%s" ("%s")`, SlotLayoutIndex, SlotTableName, ColumnLayout),
+	}, nil
+}
+
+// WriteUpgrade writes UpgradeStatements(d) as a migration file's content,
+// as WriteDDL does.
+func WriteUpgrade(w io.Writer, d string) error {
+	stmts, err := UpgradeStatements(d)
+	if err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintf(w, "-- entflake (%s): brings %s made by an earlier entflake to this one's "+
+		"(its index %s holds layout alone, so that a renewal writes no index).\n", d, SlotTableName, SlotLayoutIndex); err != nil {
+		return err
+	}
+	for _, s := range stmts {
+		if _, err := fmt.Fprintf(w, "%s;\n", s); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // ValidateService returns ErrInvalidService, saying why, unless name fits the

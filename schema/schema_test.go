@@ -30,7 +30,7 @@ func TestCreateStatements(t *testing.T) {
 				"`taken_ms` bigint NOT NULL DEFAULT 0, `expires_ms` bigint NOT NULL DEFAULT 0, " +
 				"`promise_ms` bigint NOT NULL DEFAULT 0, `layout` varchar(64) NULL, " +
 				"`updated_at` datetime NOT NULL DEFAULT CURRENT_TIMESTAMP, PRIMARY KEY (`worker_id`), " +
-				"INDEX `sys_sequence_slot_layout` (`layout`, `expires_ms`)) DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
+				"INDEX `sys_sequence_slot_layout` (`layout`)) DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
 		},
 		dialect.Postgres: {
 			`CREATE TABLE IF NOT EXISTS "sys_sequence" ("service_name" varchar(64) NOT NULL, ` +
@@ -42,7 +42,7 @@ func TestCreateStatements(t *testing.T) {
 				`"taken_ms" bigint NOT NULL DEFAULT 0, "expires_ms" bigint NOT NULL DEFAULT 0, ` +
 				`"promise_ms" bigint NOT NULL DEFAULT 0, "layout" varchar(64) NULL, ` +
 				`"updated_at" timestamp with time zone NOT NULL DEFAULT CURRENT_TIMESTAMP, PRIMARY KEY ("worker_id"))`,
-			`CREATE INDEX IF NOT EXISTS "sys_sequence_slot_layout" ON "sys_sequence_slot" ("layout", "expires_ms")`,
+			`CREATE INDEX IF NOT EXISTS "sys_sequence_slot_layout" ON "sys_sequence_slot" ("layout")`,
 		},
 		dialect.SQLite: {
 			`CREATE TABLE IF NOT EXISTS "sys_sequence" ("service_name" varchar(64) NOT NULL, ` +
@@ -54,7 +54,7 @@ func TestCreateStatements(t *testing.T) {
 				`"taken_ms" integer NOT NULL DEFAULT 0, "expires_ms" integer NOT NULL DEFAULT 0, ` +
 				`"promise_ms" integer NOT NULL DEFAULT 0, "layout" varchar(64) NULL, ` +
 				`"updated_at" datetime NOT NULL DEFAULT CURRENT_TIMESTAMP, PRIMARY KEY ("worker_id"))`,
-			`CREATE INDEX IF NOT EXISTS "sys_sequence_slot_layout" ON "sys_sequence_slot" ("layout", "expires_ms")`,
+			`CREATE INDEX IF NOT EXISTS "sys_sequence_slot_layout" ON "sys_sequence_slot" ("layout")`,
 		},
 	}
 	for d, w := range want {
@@ -264,4 +264,99 @@ func TestSeedStatement(t *testing.T) {
 		w, _ = pool()
 		assert.Equal(t, 17, w, "the seed never resets the counter")
 	})
+}
+
+// olderStatements are CreateStatements as entflake made them before the
+// slot table's index left expires_ms out (see schema.UpgradeStatements).
+func olderStatements(t *testing.T, d string) []string {
+	t.Helper()
+	stmts, err := schema.CreateStatements(d)
+	require.NoError(t, err)
+	old, now := `("layout")`, `("layout", "expires_ms")`
+	if d == dialect.MySQL {
+		old, now = "(`layout`)", "(`layout`, `expires_ms`)"
+	}
+	var out []string
+	changed := 0
+	for _, s := range stmts {
+		if strings.Contains(s, "sys_sequence_slot_layout") {
+			s = strings.Replace(s, old, now, 1)
+			changed++
+		}
+		out = append(out, s)
+	}
+	require.Equal(t, 1, changed, "the older DDL has the one index")
+	return out
+}
+
+// layoutIndex returns the columns of the slot table's index, in order, read
+// from the database's catalog.
+func layoutIndex(t *testing.T, d string, db *dbtest.DB) []string {
+	t.Helper()
+	q := map[string]string{
+		dialect.MySQL: "SELECT column_name FROM information_schema.statistics WHERE table_schema = DATABASE() " +
+			"AND table_name = 'sys_sequence_slot' AND index_name = 'sys_sequence_slot_layout' ORDER BY seq_in_index",
+		dialect.Postgres: "SELECT a.attname FROM pg_index AS i JOIN pg_class AS c ON c.oid = i.indexrelid " +
+			"JOIN pg_attribute AS a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) " +
+			"WHERE c.relname = 'sys_sequence_slot_layout' ORDER BY array_position(i.indkey::int2[], a.attnum)",
+		dialect.SQLite: "SELECT name FROM pragma_index_info('sys_sequence_slot_layout') ORDER BY seqno",
+	}[d]
+	rows, err := db.Query(q)
+	require.NoError(t, err)
+	defer rows.Close()
+	var cols []string
+	for rows.Next() {
+		var c string
+		require.NoError(t, rows.Scan(&c))
+		cols = append(cols, strings.ToLower(c))
+	}
+	require.NoError(t, rows.Err())
+	return cols
+}
+
+// TestUpgradeStatements: over the tables an earlier entflake made (its
+// index on layout and expires_ms) and a slot row, the upgrade leaves the
+// index on layout alone and the row as it was; run again, it changes
+// nothing; and ent's migration then plans no change, so the upgraded
+// tables are this entflake's. ent's migration alone, over the older
+// tables, makes the same change.
+func TestUpgradeStatements(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		older := func() *dbtest.DB {
+			db := b.Fresh(t)
+			for _, s := range olderStatements(t, b.Dialect) {
+				_, err := db.Exec(s)
+				require.NoError(t, err, s)
+			}
+			_, err := db.Exec("INSERT INTO sys_sequence_slot (worker_id, fence, expires_ms, promise_ms, layout) VALUES (7, 3, 5, 9, '0/10/12')")
+			require.NoError(t, err)
+			require.Equal(t, []string{"layout", "expires_ms"}, layoutIndex(t, b.Dialect, db))
+			return db
+		}
+		t.Run("statements", func(t *testing.T) {
+			db := older()
+			stmts, err := schema.UpgradeStatements(b.Dialect)
+			require.NoError(t, err)
+			for range 2 {
+				for _, s := range stmts {
+					_, err := db.Exec(s)
+					require.NoError(t, err, s)
+				}
+				assert.Equal(t, []string{"layout"}, layoutIndex(t, b.Dialect, db))
+			}
+			assert.Empty(t, migrate(t, b, db), "ent's migration wants the upgraded tables as they are")
+			var fence, expires, promise int64
+			require.NoError(t, db.QueryRow("SELECT fence, expires_ms, promise_ms FROM sys_sequence_slot WHERE worker_id = 7").
+				Scan(&fence, &expires, &promise))
+			assert.Equal(t, []int64{3, 5, 9}, []int64{fence, expires, promise})
+		})
+		t.Run("ent", func(t *testing.T) {
+			db := older()
+			assert.NotEmpty(t, migrate(t, b, db), "ent's migration changes the index")
+			assert.Equal(t, []string{"layout"}, layoutIndex(t, b.Dialect, db))
+			assert.Empty(t, migrate(t, b, db))
+		})
+	})
+	_, err := schema.UpgradeStatements("sqlserver")
+	assert.ErrorIs(t, err, schema.ErrUnknownDialect)
 }

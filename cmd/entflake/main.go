@@ -25,7 +25,7 @@
 //	         runs them. A table holding an id at or above the first ID the
 //	         generator issues now (the -epoch, the library's by default) is
 //	         refused. Within ent's migration, entflake.Adopt does the same.
-//	ddl      -dialect D
+//	ddl      -dialect D [-upgrade]
 //	         prints the idempotent DDL of entflake's tables and the counter's
 //	         row, for migration files (Atlas versioned migrations).
 //
@@ -85,7 +85,7 @@ commands:
   range    -check -dialect D DSN DSN...                 check that databases' worker ranges are disjoint
   widen    -dialect D -dsn DSN [-to C/W/S|-finish|-cancel [-apply]]  widen the worker field online
   adopt    -dialect D -dsn DSN -tables T1,T2 [-apply]  drop AUTO_INCREMENT/IDENTITY from existing id columns
-  ddl      -dialect D                                  print the DDL of entflake's tables
+  ddl      -dialect D [-upgrade]                       print the DDL of entflake's tables (-upgrade: what brings older tables to it)
 
 dialects: mysql (MySQL, MariaDB), postgres, sqlite3
 "entflake <command> -h" shows a command's flags.
@@ -241,6 +241,7 @@ func ddl(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("entflake ddl", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	d := fs.String("dialect", "", "mysql (MySQL, MariaDB), postgres or sqlite3")
+	upgrade := fs.Bool("upgrade", false, "print instead what brings tables made by an earlier entflake to this one's")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -249,6 +250,9 @@ func ddl(args []string, stdout, stderr io.Writer) error {
 	}
 	if err := dialectFlag(*d); err != nil {
 		return err
+	}
+	if *upgrade {
+		return schema.WriteUpgrade(stdout, *d)
 	}
 	return schema.WriteDDL(stdout, *d)
 }

@@ -345,6 +345,27 @@ func TestBadInput(t *testing.T) {
 	assert.Contains(t, errs, "1 of the IDs could not be decoded")
 }
 
+// TestDDLUpgrade: ddl -upgrade applies, twice, over the tables ddl made
+// (what an earlier entflake made is schema's TestUpgradeStatements), and
+// holders then reads them.
+func TestDDLUpgrade(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
+		code, out, errs := cli("", "ddl", "-dialect", b.Dialect)
+		require.Equal(t, 0, code, errs)
+		code, up, errs := cli("", "ddl", "-dialect", b.Dialect, "-upgrade")
+		require.Equal(t, 0, code, errs)
+		assert.True(t, strings.HasPrefix(up, "-- entflake"))
+		assert.Contains(t, up, schema.SlotLayoutIndex)
+		db := b.Fresh(t)
+		apply(t, db, out)
+		apply(t, db, up)
+		apply(t, db, up)
+		code, out, errs = cli("", "holders", "-dialect", b.Dialect, "-dsn", db.DSN)
+		require.Equal(t, 0, code, errs)
+		assert.Contains(t, out, "0 slots")
+	})
+}
+
 // TestHoldersEmpty: holders reads databases that
 // have the tables but no slot, and says so.
 func TestHoldersEmpty(t *testing.T) {

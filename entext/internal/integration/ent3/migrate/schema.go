@@ -55,7 +55,7 @@ var (
 			{
 				Name:    "sys_sequence_slot_layout",
 				Unique:  false,
-				Columns: []*schema.Column{SysSequenceSlotColumns[8], SysSequenceSlotColumns[6]},
+				Columns: []*schema.Column{SysSequenceSlotColumns[8]},
 			},
 		},
 	}
