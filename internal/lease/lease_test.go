@@ -441,6 +441,40 @@ func TestAuditRowHoldsWorkerID(t *testing.T) {
 	})
 }
 
+// TestAuditSkipsLockedRow: on PostgreSQL a start whose service's audit row
+// is being written by another (its lock held) leaves the row to that
+// writer and returns at once, rather than queue behind it as every start
+// of a mass start did; once the row is free, the next write lands. Before,
+// the write waited for the lock until its context ended.
+func TestAuditSkipsLockedRow(t *testing.T) {
+	b := dbtest.Backends[1]
+	require.Equal(t, dialect.Postgres, b.Dialect)
+	t.Run(b.Name, func(t *testing.T) {
+		dbtest.Selected(t, b.Name)
+		db := b.Fresh(t)
+		r := request(db.DB, b.Dialect, "storm")
+		l := mustTakeForLife(t, r)
+		locker, err := db.Begin()
+		require.NoError(t, err)
+		defer locker.Rollback()
+		_, err = locker.Exec("SELECT worker_id FROM sys_sequence WHERE service_name = 'storm' FOR UPDATE")
+		require.NoError(t, err)
+
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		start := time.Now()
+		require.NoError(t, Audit(ctx, db.DB, b.Dialect, "storm", "storm@other@2@2", 99), "a locked audit row is skipped, not waited for")
+		t.Logf("audit over a locked row returned in %v", time.Since(start))
+		require.NoError(t, locker.Commit())
+		assert.Equal(t, l.WorkerID, serviceWorker(t, db.DB, b.Dialect, "storm"), "the row is its writer's")
+
+		require.NoError(t, Audit(ctx, db.DB, b.Dialect, "storm", "storm@other@2@2", 99))
+		assert.Equal(t, int64(99), serviceWorker(t, db.DB, b.Dialect, "storm"), "a free row is written")
+		require.NoError(t, Audit(ctx, db.DB, b.Dialect, "fresh", "fresh@h@3@3", 5))
+		assert.Equal(t, int64(5), serviceWorker(t, db.DB, b.Dialect, "fresh"), "a missing row is inserted")
+	})
+}
+
 // TestWrapAround: with the counter near its limit, 64 lifetime takes at
 // once get 64 distinct ids across the wrap, the one that gets 0 is told,
 // and the row never leaves the worker range. Live takes wrap alike.
