@@ -45,6 +45,8 @@
 //     ("claim/*×delete-*"); CHAOS_MATRIX_PARALLEL cells at once (2; go
 //     test's -parallel bounds it too). A cell's seed is CHAOS_SEED (22)
 //     mixed with its name.
+//   - CHAOS_MATRIX_SKIP: a file of cell names, one a line, that TestMatrix
+//     leaves out: the cube in several sittings (CONTRIBUTING.md says how).
 //
 // # What is checked
 //

@@ -330,10 +330,42 @@ func allCells() []string {
 	return all
 }
 
-// matrixCells lists the cells CHAOS_MATRIX selects: the CI cells when it is
-// empty, every cell for "all", else those matching any of its
-// comma-separated path.Match patterns.
+// matrixCells lists the cells CHAOS_MATRIX selects (selectCells), less
+// those named in the file CHAOS_MATRIX_SKIP names, one a line (the cells
+// an interrupted run of the cube got through, to go on from there).
 func matrixCells(t *testing.T) []string {
+	cells := slices.Clone(selectCells(t)) // DeleteFunc below must not touch ciCells
+	f := os.Getenv("CHAOS_MATRIX_SKIP")
+	if f == "" {
+		return cells
+	}
+	b, err := os.ReadFile(f)
+	if err != nil {
+		t.Fatalf("CHAOS_MATRIX_SKIP: %v", err)
+	}
+	all := allCells()
+	skip := map[string]bool{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if line = strings.TrimSpace(line); line != "" {
+			if !slices.Contains(all, line) {
+				t.Fatalf("CHAOS_MATRIX_SKIP=%s names %q, which is no cell of the matrix", f, line)
+			}
+			skip[line] = true
+		}
+	}
+	n := len(cells)
+	left := slices.DeleteFunc(cells, func(c string) bool { return skip[c] })
+	t.Logf("CHAOS_MATRIX_SKIP=%s: %d of %d cells skipped, %d left", f, n-len(left), n, len(left))
+	if len(left) == 0 {
+		t.Fatalf("CHAOS_MATRIX_SKIP=%s leaves no cell to run", f)
+	}
+	return left
+}
+
+// selectCells lists the cells CHAOS_MATRIX selects: the CI cells when it
+// is empty, every cell for "all", else those matching any of its
+// comma-separated path.Match patterns.
+func selectCells(t *testing.T) []string {
 	sel := os.Getenv("CHAOS_MATRIX")
 	all := allCells()
 	switch sel {
