@@ -45,6 +45,9 @@
 //     ("claim/*×delete-*"); CHAOS_MATRIX_PARALLEL cells at once (2; go
 //     test's -parallel bounds it too). A cell's seed is CHAOS_SEED (22)
 //     mixed with its name.
+//     The cells whose action deletes every slot row over both pool rows
+//     lost, before X's take counts the rows, make the pool new: a
+//     documented exclusion, reported apart (newPool).
 //   - CHAOS_MATRIX_SKIP: a file of cell names, one a line, that TestMatrix
 //     leaves out: the cube in several sittings (CONTRIBUTING.md says how).
 //
