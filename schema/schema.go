@@ -296,8 +296,15 @@ func WriteDDL(w io.Writer, d string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := fmt.Fprintf(w, "-- entflake (%s): the worker-id counter %s (shared with the Java allocator), "+
-		"the worker-id slots %s, and the counter's row.\n", d, TableName, SlotTableName); err != nil {
+	return writeStatements(w, fmt.Sprintf("the worker-id counter %s (shared with the Java allocator), "+
+		"the worker-id slots %s, and the counter's row.", TableName, SlotTableName), d, stmts)
+}
+
+// writeStatements writes a migration file: a comment line that says what
+// it holds, then each statement on a line of its own, ended by a
+// semicolon.
+func writeStatements(w io.Writer, what, d string, stmts []string) error {
+	if _, err := fmt.Fprintf(w, "-- entflake (%s): %s\n", d, what); err != nil {
 		return err
 	}
 	for _, s := range stmts {
@@ -406,16 +413,8 @@ func WriteUpgrade(w io.Writer, d string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := fmt.Fprintf(w, "-- entflake (%s): brings %s made by an earlier entflake to this one's "+
-		"(its index %s holds layout alone, so that a renewal writes no index).\n", d, SlotTableName, SlotLayoutIndex); err != nil {
-		return err
-	}
-	for _, s := range stmts {
-		if _, err := fmt.Fprintf(w, "%s;\n", s); err != nil {
-			return err
-		}
-	}
-	return nil
+	return writeStatements(w, fmt.Sprintf("brings %s made by an earlier entflake to this one's "+
+		"(its index %s holds layout alone, so that a renewal writes no index).", SlotTableName, SlotLayoutIndex), d, stmts)
 }
 
 // ValidateService returns ErrInvalidService, saying why, unless name fits the

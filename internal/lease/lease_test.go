@@ -447,11 +447,7 @@ func TestAuditRowHoldsWorkerID(t *testing.T) {
 // of a mass start did; once the row is free, the next write lands. Before,
 // the write waited for the lock until its context ended.
 func TestAuditSkipsLockedRow(t *testing.T) {
-	b := dbtest.Backends[1]
-	require.Equal(t, dialect.Postgres, b.Dialect)
-	t.Run(b.Name, func(t *testing.T) {
-		dbtest.Selected(t, b.Name)
-		db := b.Fresh(t)
+	onPostgres(t, func(t *testing.T, b dbtest.Backend, db *dbtest.DB) {
 		r := request(db.DB, b.Dialect, "storm")
 		l := mustTakeForLife(t, r)
 		locker, err := db.Begin()
