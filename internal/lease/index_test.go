@@ -55,8 +55,11 @@ func TestRenewalsWriteNoIndex(t *testing.T) {
 // TestRenewalsAreHOT: on PostgreSQL, renewals of a pool's slots are HOT
 // updates (a new row version in the same page, no index entry), read from
 // the server's own counters: 16 holders renew 20 times each, and at least
-// nine in ten of those 320 updates are HOT. With expires_ms in the slot
-// table's index, as before, none was.
+// half of those 320 updates are HOT. With expires_ms in the slot table's
+// index, as before, none can be. On a quiet machine all 320 are; under
+// load fewer (235 of 320 seen beside other suites), because a page's
+// dead versions can be pruned, and its room reused, only once no
+// snapshot of the database (an autovacuum's ANALYZE, say) still sees them.
 func TestRenewalsAreHOT(t *testing.T) {
 	onPostgres(t, func(t *testing.T, b dbtest.Backend, db *dbtest.DB) {
 		// One connection, so that pg_stat_force_next_flush puts every
@@ -89,7 +92,7 @@ func TestRenewalsAreHOT(t *testing.T) {
 		upd, hot = upd-upd0, hot-hot0
 		t.Logf("320 renewals: %d updates, %d of them HOT", upd, hot)
 		require.Equal(t, int64(320), upd, "every renewal is one update")
-		assert.GreaterOrEqual(t, hot*10, upd*9, "at least nine in ten renewals are HOT updates")
+		assert.GreaterOrEqual(t, hot*2, upd, "at least half the renewals are HOT updates")
 	})
 }
 
