@@ -144,6 +144,12 @@ type mstmt struct {
 	// held live by others before X leases: its probes of the counter miss
 	// and it searches the table.
 	liveAhead int64
+	// censusGap: X leases in the worker range w-4..w; the four worker ids
+	// below w are held live by others and w's row is deleted, so the
+	// counter's probes and the search's candidates find nothing free, and
+	// the search's count (census) names w, a row missing, which X then
+	// takes through the locked take.
+	censusGap bool
 }
 
 var mstmts = []mstmt{
@@ -234,6 +240,9 @@ var mstmts = []mstmt{
 		ctxs: []mctx{ctxChangedMade}},
 	{name: "candidates", patterns: []string{"SELECT worker_id, fence, beats, promise_ms, "}, op: xLease, liveAhead: 3,
 		ctxs: []mctx{ctxChangedMade, ctxRange}},
+	// the search's count, which names a missing row of the range
+	{name: "census", patterns: []string{"(SELECT MIN(a.worker_id + 1) FROM sys_sequence_slot AS a"}, op: xLease, censusGap: true,
+		ctxs: []mctx{ctxChangedMade}},
 	// a change of the range's look for live slots
 	{name: "live-any", patterns: []string{"SELECT worker_id FROM sys_sequence_slot WHERE expires_ms >= "}, op: xTake,
 		ctxs: []mctx{ctxRange}},
@@ -294,8 +303,10 @@ var ciCells = []string{
 	// holder then cut off for its TTL while another takes the slot (issue
 	// 32's surviving mutant, 08); a claim and a release cut off.
 	"renew-commit/drop×cut-off", "claim/drop×take", "release-commit/drop×take",
-	// The read-backs after a lost answer, a capped renewal, the search.
+	// The read-backs after a lost answer, a capped renewal, the search
+	// and its count.
 	"read-back/answer×take", "holder/before×delete-row", "renew-keep/answer×none", "candidates/before×release",
+	"census/answer×take",
 }
 
 var (
@@ -552,6 +563,9 @@ type cell struct {
 	rng           *rand.Rand
 
 	x, o    *proc // X's process, and the other actors'
+	// rangeLo, rangeHi: the worker range every generator of the layout
+	// 0/11/11 leases in from when it is set (censusGap's rows); 0, 0: none.
+	rangeLo, rangeHi int64
 	g, w    int64 // G's worker id (0/10/12), and the slot X takes (0/11/11)
 	xg      *genState
 	logMu   sync.Mutex
@@ -584,6 +598,9 @@ func (c *cell) spec(service string, l layout, worker int64) wire.GenSpec {
 	s.ClockSeqBits, s.WorkerBits, s.SequenceBits = l.CS, l.W, l.S
 	if service != "x" {
 		s = withBeat(s, slowBeat)
+	}
+	if l == layoutNew {
+		s.RangeLo, s.RangeHi = c.rangeLo, c.rangeHi
 	}
 	return s
 }
@@ -738,6 +755,22 @@ func (c *cell) run() error {
 		}
 		if _, err := c.r.db.Exec(fmt.Sprintf("UPDATE sys_sequence SET worker_id = %d WHERE service_name = '__global__'", c.w-1)); err != nil {
 			return err
+		}
+		if c.st.censusGap {
+			// L, X and the actors lease in one range, which the pool
+			// records at L's first take: a change of the pool's range
+			// waits for no slot to be live.
+			c.rangeLo, c.rangeHi = c.w-4, c.w
+			for v := c.w - 4; v < c.w; v++ {
+				if g := c.openWait(c.o, "L", c.spec("l", layoutNew, v), 20*time.Second); !g.settled() {
+					return fmt.Errorf("L did not take %d", v)
+				}
+			}
+			c.exec(fmt.Sprintf("DELETE FROM sys_sequence_slot WHERE worker_id = %d", c.w))
+			// The counter moves modulo the range's size (5) and names an
+			// offset in it: from 4, X's three probes are w-4, w-3, w-2.
+			c.exec("UPDATE sys_sequence SET worker_id = 4 WHERE service_name = '__global__'")
+			xs = c.spec("x", layoutNew, -1)
 		}
 	}
 	xs.LeaseTimeoutMs = 10_000
