@@ -59,8 +59,8 @@ const (
 	// writes (expires_ms, promise_ms, beats, updated_at), so that a renewal
 	// changes no index: PostgreSQL makes it a HOT update (a new row version
 	// in the same page, no index entry), InnoDB and TiDB write no secondary
-	// index entry. Tables of entflake 0.x before this index also held
-	// expires_ms: UpgradeStatements brings them to it.
+	// index entry. Tables made before 2026-12 have it on (layout,
+	// expires_ms): UpgradeStatements brings them to this one.
 	SlotLayoutIndex = "sys_sequence_slot_layout"
 	// PoolService is the service_name of the one row every service takes its
 	// worker id from.
