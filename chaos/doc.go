@@ -49,7 +49,8 @@
 //     lost, before X's take counts the rows, make the pool new: a
 //     documented exclusion, reported apart (newPool).
 //   - CHAOS_MATRIX_SKIP: a file of cell names, one a line, that TestMatrix
-//     leaves out: the cube in several sittings (CONTRIBUTING.md says how).
+//     leaves out (a path from chaos/, where go test runs): the cube in
+//     several sittings (CONTRIBUTING.md says how).
 //
 // # What is checked
 //
