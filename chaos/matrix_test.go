@@ -562,14 +562,14 @@ type cell struct {
 	ctx           mctx // the pool's history before X starts
 	rng           *rand.Rand
 
-	x, o    *proc // X's process, and the other actors'
+	x, o *proc // X's process, and the other actors'
 	// rangeLo, rangeHi: the worker range every generator of the layout
 	// 0/11/11 leases in from when it is set (censusGap's rows); 0, 0: none.
 	rangeLo, rangeHi int64
-	g, w    int64 // G's worker id (0/10/12), and the slot X takes (0/11/11)
-	xg      *genState
-	logMu   sync.Mutex
-	logLine []string
+	g, w             int64 // G's worker id (0/10/12), and the slot X takes (0/11/11)
+	xg               *genState
+	logMu            sync.Mutex
+	logLine          []string
 }
 
 func (c *cell) note(format string, args ...any) {
