@@ -14,6 +14,23 @@ import (
 	"github.com/entflake/entflake"
 )
 
+// leaseTwice opens two generators on db through the driver named (no
+// fallback: WithRequireLease) and checks that each leased, and that they
+// hold two worker ids.
+func leaseTwice(t *testing.T, db *sql.DB, driver string) []*entflake.Generator {
+	t.Helper()
+	var gs []*entflake.Generator
+	for range 2 {
+		g, err := entflake.OpenDB(context.Background(), db, driver, entflake.WithService("compat"), entflake.WithRequireLease())
+		require.NoError(t, err, "a lease through %s", driver)
+		t.Cleanup(func() { g.Close() })
+		require.Equal(t, entflake.SourceLease, g.Lease().Source)
+		gs = append(gs, g)
+	}
+	assert.NotEqual(t, gs[0].Lease().WorkerID, gs[1].Lease().WorkerID, "two live generators, two worker ids")
+	return gs
+}
+
 // openMattn opens a SQLite file through mattn/go-sqlite3 (driver name
 // "sqlite3"), with a busy timeout, as ent's examples open it.
 func openMattn(t *testing.T) *sql.DB {
@@ -33,22 +50,13 @@ func openMattn(t *testing.T) *sql.DB {
 // WithRequireLease, fell back to the hash of the service).
 func TestMattnLease(t *testing.T) {
 	db := openMattn(t)
-	ctx := context.Background()
-	var workers []int64
-	for range 2 {
-		g, err := entflake.OpenDB(ctx, db, "sqlite3", entflake.WithService("compat"), entflake.WithRequireLease())
-		require.NoError(t, err, "a lease through mattn/go-sqlite3")
-		t.Cleanup(func() { g.Close() })
-		st := g.Lease()
-		require.Equal(t, entflake.SourceLease, st.Source)
+	for _, g := range leaseTwice(t, db, "sqlite3") {
 		id, err := g.NextID()
 		require.NoError(t, err)
 		p, err := g.Decode(id)
 		require.NoError(t, err)
-		assert.Equal(t, st.WorkerID, p.WorkerID)
-		workers = append(workers, st.WorkerID)
+		assert.Equal(t, g.Lease().WorkerID, p.WorkerID)
 	}
-	assert.NotEqual(t, workers[0], workers[1], "two live generators, two worker ids")
 	var slots int
 	require.NoError(t, db.QueryRow("SELECT COUNT(*) FROM sys_sequence_slot WHERE expires_ms > 0").Scan(&slots))
 	assert.Equal(t, 2, slots, "two live slots")

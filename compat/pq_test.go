@@ -29,17 +29,7 @@ func openPQ(t *testing.T) *sql.DB {
 // TestPQLease: through lib/pq, entflake makes its tables, leases, and two
 // generators hold two worker ids.
 func TestPQLease(t *testing.T) {
-	db := openPQ(t)
-	ctx := context.Background()
-	var workers []int64
-	for range 2 {
-		g, err := entflake.OpenDB(ctx, db, "postgres", entflake.WithService("compat"), entflake.WithRequireLease())
-		require.NoError(t, err, "a lease through lib/pq")
-		t.Cleanup(func() { g.Close() })
-		require.Equal(t, entflake.SourceLease, g.Lease().Source)
-		workers = append(workers, g.Lease().WorkerID)
-	}
-	assert.NotEqual(t, workers[0], workers[1])
+	leaseTwice(t, openPQ(t), "postgres")
 }
 
 // TestPQTripwire: a duplicate primary key on an ID the generator issued,
