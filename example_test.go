@@ -335,3 +335,20 @@ func ExampleAdoptTables() {
 	// users.id: INTEGER PRIMARY KEY (an alias of the rowid), largest id 2, below 385716584448000000
 	// 2 rows; an INSERT without an id: true
 }
+
+// The heartbeat a pool of 4,096 worker ids gets by default: its Interval
+// paced so that the full pool renews at most DefaultPoolRenewals times a
+// second, the promise and the TTL as for any pool.
+func ExampleHeartbeat_WithDefaults() {
+	for _, bits := range []int{10, 12, 13} {
+		h, err := entflake.Heartbeat{}.WithDefaults(entflake.Layout{WorkerBits: bits, SequenceBits: 22 - bits})
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("%d worker bits: renew every %v, TTL %v, rides out %v\n", bits, h.Interval, h.TTL, h.Outage())
+	}
+	// Output:
+	// 10 worker bits: renew every 10s, TTL 1m30s, rides out 1m3s
+	// 12 worker bits: renew every 20s, TTL 1m30s, rides out 53s
+	// 13 worker bits: renew every 36.5s, TTL 1m30s, rides out 36.5s
+}

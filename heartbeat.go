@@ -26,9 +26,18 @@ import (
 // last renewal. A shorter TTL frees the ids of dead instances sooner and
 // tolerates shorter outages; the statements cost one UPDATE per instance
 // per Interval (1024 instances at 10 s is about 100 a second).
+//
+// A pool's renewals grow with its instances, and a layout of more worker
+// ids lets more instances share one database; so Interval's default grows
+// with the layout's pool (see WithDefaults): 10 s up to 2,048 worker ids,
+// 20 s at 4,096 (12 worker bits), so that a full pool sends at most
+// DefaultPoolRenewals renewals a second. Only Interval moves: TTL, Margin
+// and so the promise (how far past its last renewal a holder may issue)
+// stay as they are.
 type Heartbeat struct {
 	// Interval is the time between renewals while they succeed
-	// (DefaultRenewInterval).
+	// (DefaultRenewInterval; longer for a layout of more than 2,048 worker
+	// ids, see WithDefaults).
 	Interval time.Duration
 	// Retry is the time between renewals while they fail, and between
 	// attempts to lease after a fallback or a loss (DefaultRenewRetry); at
@@ -58,18 +67,65 @@ const (
 	DefaultLeaseTTL      = 90 * time.Second
 )
 
-// withDefaults fills in zero fields and checks the rule.
-func (h Heartbeat) withDefaults() (Heartbeat, error) {
+// DefaultPoolRenewals is how many renewals a second a full pool sends at
+// most with the default Interval: 2,048 worker ids (paceWorkers) per
+// DefaultRenewInterval. A layout of more worker ids gets a longer default
+// Interval instead of more renewals, up to the bound WithDefaults states.
+const DefaultPoolRenewals = 204.8
+
+// paceWorkers is how many worker ids the default Interval renews in
+// DefaultRenewInterval: DefaultPoolRenewals a second.
+const paceWorkers = 2048
+
+// WithDefaults returns h with its zero fields at their defaults for a pool
+// of layout l, and checks the rule (an error wrapping ErrInvalidOption names
+// the field). Open does the same with the layout it is given.
+//
+// Each default is the constant of its name, but Interval's grows with the
+// layout's worker ids past 2,048, so that a full pool renews at most
+// DefaultPoolRenewals times a second: 20 s at 12 worker bits. The grown
+// default is bounded by half of what the TTL leaves after Margin, Timeout
+// and Retry, so that Outage stays at least the Interval: with the other
+// defaults that is 36.5 s, from 13 worker bits on (a full pool then renews
+// more often than DefaultPoolRenewals a second). It is never below
+// DefaultRenewInterval, whatever the TTL. Renewals are the one cost of the
+// lease that grows with a pool's instances: on TiDB a full 12-bit pool at
+// 10 s used about two thirds of the renewals the database sustained on a
+// two-core machine (bench/README.md).
+func (h Heartbeat) WithDefaults(l Layout) (Heartbeat, error) {
+	if err := l.Validate(); err != nil {
+		return h, err
+	}
+	return h.defaults(l.workers())
+}
+
+// withDefaults is WithDefaults for DefaultLayout.
+func (h Heartbeat) withDefaults() (Heartbeat, error) { return h.defaults(DefaultLayout.workers()) }
+
+// defaults fills in zero fields for a pool of workers worker ids, and
+// checks the rule.
+func (h Heartbeat) defaults(workers int64) (Heartbeat, error) {
 	def := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {
 			*d = v
 		}
 	}
-	def(&h.Interval, DefaultRenewInterval)
-	def(&h.Retry, min(DefaultRenewRetry, h.Interval))
 	def(&h.Timeout, DefaultRenewTimeout)
 	def(&h.Margin, DefaultLeaseMargin)
 	def(&h.TTL, DefaultLeaseTTL)
+	if h.Interval == 0 {
+		// The pool's pace: workers renewals per Interval at most
+		// DefaultPoolRenewals a second. Retry is not yet known when
+		// zero: it is then at most DefaultRenewRetry.
+		pace := time.Duration(workers) * DefaultRenewInterval / paceWorkers
+		retry := h.Retry
+		if retry == 0 {
+			retry = DefaultRenewRetry
+		}
+		bound := (h.TTL - h.Margin - h.Timeout - retry) / 2
+		h.Interval = max(DefaultRenewInterval, min(pace, bound))
+	}
+	def(&h.Retry, min(DefaultRenewRetry, h.Interval))
 	for _, f := range []struct {
 		name string
 		d    time.Duration
@@ -93,7 +149,8 @@ func (h Heartbeat) withDefaults() (Heartbeat, error) {
 
 // Outage is the longest database outage the timing rides out without the
 // holder stopping: TTL - Margin - Interval - Timeout - Retry (with zero
-// fields at their defaults).
+// fields at their defaults for DefaultLayout; for another layout, call it
+// on what WithDefaults returns).
 func (h Heartbeat) Outage() time.Duration {
 	if h.Interval == 0 || h.Retry == 0 || h.Timeout == 0 || h.Margin == 0 || h.TTL == 0 {
 		full, err := h.withDefaults()

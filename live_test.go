@@ -610,3 +610,77 @@ func TestHeartbeatDefaults(t *testing.T) {
 	assert.Equal(t, 63*time.Second, Heartbeat{}.Outage())
 	assert.Equal(t, fastBeat.TTL-fastBeat.Margin-fastBeat.Interval-fastBeat.Timeout-fastBeat.Retry, fastBeat.Outage())
 }
+
+// TestHeartbeatPoolPace: the default Interval grows with the layout's pool
+// past 2,048 worker ids, so that a full pool sends at most
+// DefaultPoolRenewals renewals a second, within its bound (Outage at least
+// the Interval, never below DefaultRenewInterval); the promise's horizon
+// never moves, and a given Interval is kept as it is.
+func TestHeartbeatPoolPace(t *testing.T) {
+	for _, c := range []struct {
+		bits     int
+		hb       Heartbeat
+		interval time.Duration
+	}{
+		{1, Heartbeat{}, 10 * time.Second},
+		{10, Heartbeat{}, 10 * time.Second},
+		{11, Heartbeat{}, 10 * time.Second},
+		{12, Heartbeat{}, 20 * time.Second},
+		// 40 s would leave Outage at 33 s, below the Interval.
+		{13, Heartbeat{}, 36500 * time.Millisecond},
+		{21, Heartbeat{}, 36500 * time.Millisecond},
+		// The bound follows the fields given: (120 - 10 - 5 - 1) / 2.
+		{13, Heartbeat{TTL: 120 * time.Second, Retry: time.Second}, 40 * time.Second},
+		{14, Heartbeat{TTL: 120 * time.Second, Retry: time.Second}, 52 * time.Second},
+		// A TTL too short for the pace keeps the old default, which the
+		// rule then judges as before.
+		{12, Heartbeat{TTL: 30 * time.Second}, 10 * time.Second},
+		// A given Interval is never moved.
+		{12, Heartbeat{Interval: 3 * time.Second}, 3 * time.Second},
+	} {
+		l := Layout{WorkerBits: c.bits, SequenceBits: 22 - c.bits}
+		h, err := c.hb.WithDefaults(l)
+		require.NoError(t, err, "%d worker bits, %+v", c.bits, c.hb)
+		assert.Equal(t, c.interval, h.Interval, "%d worker bits, %+v", c.bits, c.hb)
+		ttl := c.hb.TTL
+		if ttl == 0 {
+			ttl = DefaultLeaseTTL
+		}
+		assert.Equal(t, ttl-DefaultLeaseMargin, h.horizon(), "%d worker bits: the promise's horizon moved", c.bits)
+		if c.hb.Interval == 0 && h.Interval > DefaultRenewInterval {
+			assert.GreaterOrEqual(t, h.Outage(), h.Interval, "%d worker bits: Outage below the Interval", c.bits)
+			// Either the pool's pace holds, or the bound stopped it there.
+			if rate := float64(l.workers()) / h.Interval.Seconds(); h.Outage() > h.Interval {
+				assert.LessOrEqual(t, rate, DefaultPoolRenewals+1e-9, "%d worker bits: a full pool renews %.1f a second", c.bits, rate)
+			}
+		}
+	}
+	// The default layout's defaults are Heartbeat{}'s, Outage's figure.
+	h, err := Heartbeat{}.WithDefaults(DefaultLayout)
+	require.NoError(t, err)
+	assert.Equal(t, Heartbeat{}.Outage(), h.Outage())
+	// DefaultPoolRenewals is the pace the code keeps.
+	assert.InDelta(t, DefaultPoolRenewals, float64(paceWorkers)/DefaultRenewInterval.Seconds(), 1e-9)
+	// A bad layout is named, not defaulted.
+	_, err = Heartbeat{}.WithDefaults(Layout{WorkerBits: 30, SequenceBits: 12})
+	require.ErrorIs(t, err, ErrInvalidLayout)
+}
+
+// TestOpenPacesTheLayout: Open fills the heartbeat for the layout it is
+// given, so a 12-bit pool's holders renew every 20 s, and WithHeartbeat's
+// Interval stays as given.
+func TestOpenPacesTheLayout(t *testing.T) {
+	wide := Layout{WorkerBits: 12, SequenceBits: 10}
+	for _, c := range []struct {
+		opts []Option
+		want time.Duration
+	}{
+		{[]Option{WithService("pace"), WithLayout(wide)}, 20 * time.Second},
+		{[]Option{WithService("pace"), WithLayout(wide), WithHeartbeat(Heartbeat{Interval: 10 * time.Second})}, 10 * time.Second},
+		{[]Option{WithService("pace")}, DefaultRenewInterval},
+	} {
+		c2 := newConfig(append(c.opts, quiet()))
+		require.NoError(t, c2.validate())
+		assert.Equal(t, c.want, c2.heartbeat.Interval)
+	}
+}

@@ -361,7 +361,7 @@ func (c *config) validate() error {
 				ErrInvalidOption, c.startSpan, half, c.layout.SequenceBits)
 		}
 	}
-	h, err := c.heartbeat.withDefaults()
+	h, err := c.heartbeat.defaults(c.layout.workers())
 	if err != nil {
 		return err
 	}

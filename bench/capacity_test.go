@@ -26,15 +26,25 @@ import (
 // most one pool of that layout can hold.
 var capLayout = entflake.Layout{WorkerBits: 12, SequenceBits: 10}
 
-// The heartbeat's timing is the library's default: what an application
-// gets, and what the limit is stated for.
-const (
-	capInterval = entflake.DefaultRenewInterval
-	capRetry    = entflake.DefaultRenewRetry
-	capTimeout  = entflake.DefaultRenewTimeout
-	capTTL      = entflake.DefaultLeaseTTL
-	capHorizon  = entflake.DefaultLeaseTTL - entflake.DefaultLeaseMargin // Heartbeat.horizon
+// The heartbeat's timing is the library's default for capLayout (its
+// Interval paced to the pool, 20 s): what an application gets, and what the
+// limit is stated for.
+var (
+	capBeat     = mustDefaults(capLayout)
+	capInterval = capBeat.Interval
+	capRetry    = capBeat.Retry
+	capTimeout  = capBeat.Timeout
+	capTTL      = capBeat.TTL
+	capHorizon  = capBeat.TTL - capBeat.Margin // Heartbeat.horizon
 )
+
+func mustDefaults(l entflake.Layout) entflake.Heartbeat {
+	h, err := entflake.Heartbeat{}.WithDefaults(l)
+	if err != nil {
+		panic(err)
+	}
+	return h
+}
 
 // TestCapacity measures one lease pool at 4,096 live holders (issue 25):
 // what a take costs as the pool fills, how many renewals a second the
@@ -580,8 +590,9 @@ func capacity(t *testing.T, be dbtest.Backend) {
 	// The limit, from this run's figures: 4,096 holders at the default
 	// interval need workers/Interval renewals a second.
 	need := float64(workers) / capInterval.Seconds()
-	t.Logf("%s: limit: %d holders at %v need %.1f renewals/s = %.1f%% of the %.0f/s sustained (%d at once); at 100%% of it one database would carry %.0f holders (the 12-bit pool holds %d)",
-		name, workers, capInterval, need, 100*need/sustained, sustained, sustainedAt, sustained*capInterval.Seconds(), workers)
+	t.Logf("%s: limit: %d holders at %v need %.1f renewals/s = %.1f%% of the %.0f/s sustained (%d at once); at 100%% of it one database would carry %.0f holders (the 12-bit pool holds %d); at %v, the default before the pace, %.1f%%",
+		name, workers, capInterval, need, 100*need/sustained, sustained, sustainedAt, sustained*capInterval.Seconds(), workers,
+		entflake.DefaultRenewInterval, 100*float64(workers)/entflake.DefaultRenewInterval.Seconds()/sustained)
 
 	// 5. The take's cost with the pool held to a fill, the free slots
 	// scattered (holders that left at random, as in a fleet that restarts
