@@ -18,6 +18,7 @@ import (
 
 	"github.com/entflake/entflake"
 	"github.com/entflake/entflake/internal/dbtest"
+	"github.com/entflake/entflake/internal/lease"
 )
 
 // quiet drops the ladder's logs, which the benchmarks do not read.
@@ -183,6 +184,53 @@ func BenchmarkOpen(b *testing.B) {
 		b.Run(be.Name+"/warm", func(b *testing.B) { warm(b, dsn) })
 		if be.Dialect == dialect.MySQL {
 			b.Run(be.Name+"/warm-interpolate", func(b *testing.B) { warm(b, dsn+"&interpolateParams=true") })
+		}
+	}
+}
+
+// BenchmarkRenew: one renewal of a held slot, the statement the heartbeat
+// sends every Interval (lease.Renew, as the keeper calls it), on a pool with
+// an idle connection; interpolate (MySQL): the same with
+// interpolateParams=true, where go-sql-driver sends the UPDATE as text
+// instead of preparing it, executing it and closing it. On a pool at its
+// pace this is the one statement whose cost grows with the instances
+// (TestCapacity); run it on TiDB through tidb/run serve.
+func BenchmarkRenew(b *testing.B) {
+	for _, be := range dbtest.Backends[:2] {
+		db := be.Fresh(b)
+		dsn, counter := throughCounter(b, be, db)
+		renew := func(b *testing.B, dsn string) {
+			pool, err := sql.Open(db.Driver, dsn)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer pool.Close()
+			pool.SetMaxIdleConns(4)
+			req := lease.Request{DB: pool, Dialect: be.Dialect, Service: "bench", Instance: "bench@renew",
+				Layout:  fmt.Sprintf("0/10/12 %s", entflake.DefaultEpoch.UTC().Format("2006-01-02T15:04:05.000Z")),
+				Workers: 1024, TTL: entflake.DefaultLeaseTTL, Horizon: entflake.DefaultLeaseTTL - entflake.DefaultLeaseMargin}
+			ctx := context.Background()
+			s, err := lease.Take(ctx, req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			h := req.Holding(s)
+			defer func() {
+				if err := lease.Release(ctx, h, time.Now().UnixMilli()); err != nil {
+					b.Fatal(err)
+				}
+			}()
+			before := counter.turns.Load()
+			for b.Loop() {
+				if err := lease.Renew(ctx, h, req.TTL.Milliseconds(), time.Now().Add(req.Horizon).UnixMilli()); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(counter.turns.Load()-before)/float64(b.N), "roundtrips/op")
+		}
+		b.Run(be.Name+"/default", func(b *testing.B) { renew(b, dsn) })
+		if be.Dialect == dialect.MySQL {
+			b.Run(be.Name+"/interpolate", func(b *testing.B) { renew(b, dsn+"&interpolateParams=true") })
 		}
 	}
 }
