@@ -19,7 +19,8 @@
 // Generating an ID never touches a database. The database is used when the
 // generator opens, to lease a worker id that no other live instance holds,
 // and by a background heartbeat that keeps the lease (one UPDATE every 10
-// s). Open and OpenDB run a ladder (a fixed id, then the lease, then a hash
+// s, or longer for a layout of more than 2,048 worker ids: see
+// Heartbeat.WithDefaults). Open and OpenDB run a ladder (a fixed id, then the lease, then a hash
 // fallback) and log which rung they used. The lease claims a free row of
 // the slot table, sys_sequence_slot (package schema), starting its search
 // at the counter of sys_sequence, the table of the Java allocator this
@@ -31,8 +32,9 @@
 // slot, the highest millisecond its IDs may carry, issues nothing past the
 // promise the database acknowledged (NextID returns ErrFenced instead), and
 // the next holder of the slot starts above it. An outage of the lease's
-// database longer than Heartbeat.Outage (63 s by default) therefore stops
-// ID issuing until it ends.
+// database longer than Heartbeat.Outage (63 s by default; 53 s at 12
+// worker bits, whose default Interval is 20 s) therefore stops ID issuing
+// until it ends.
 //
 //	db, _ := sql.Open("mysql", dsn)
 //	gen, err := entflake.OpenDB(ctx, db, dialect.MySQL, entflake.WithService("payments"))

@@ -41,7 +41,10 @@ type Heartbeat struct {
 	Interval time.Duration
 	// Retry is the time between renewals while they fail, and between
 	// attempts to lease after a fallback or a loss (DefaultRenewRetry); at
-	// most Interval.
+	// most Interval. Failed renewals are retried every Retry; failed
+	// attempts to lease double it each time, up to Interval (so on a paced
+	// wide layout a fallback may wait that longer Interval between
+	// attempts).
 	Retry time.Duration
 	// Timeout bounds one renewal: getting a connection and its statements
 	// (DefaultRenewTimeout).
@@ -79,7 +82,8 @@ const paceWorkers = 2048
 
 // WithDefaults returns h with its zero fields at their defaults for a pool
 // of layout l, and checks the rule (an error wrapping ErrInvalidOption names
-// the field). Open does the same with the layout it is given.
+// the field; a bad layout is ErrInvalidLayout). Open does the same with the
+// layout it is given.
 //
 // Each default is the constant of its name, but Interval's grows with the
 // layout's worker ids past 2,048, so that a full pool renews at most
