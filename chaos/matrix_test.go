@@ -535,26 +535,36 @@ func runCell(t *testing.T, b dbtest.Backend, name string, seed uint64) string {
 // newPool reports whether a cell is the documented exclusion of a pool
 // made new (docs/guarantees.md, "The pool's own rows"): both pool rows
 // are lost in its context, and its action deletes every slot row while
-// X is held before its locked take counts them. That take then finds no
-// trace of the pool (no slot row, no pool row with what a take writes),
-// which is a new pool by definition, and the IDs of holders whose rows
-// went with it may be issued again (chaos's wipe-tables exclusion).
-// From the count on, X has seen the rows and floors above them: those
-// cells are cells like any other, but for the locked take's COMMIT never
-// sent (drop): its transaction rolls back, pool rows and all, and X's
-// take starts again after the deletion (the cube's second sitting found
-// it: commit/drop×delete-rows@markers-lost).
+// X's locked take has not yet counted them, or after that take's
+// transaction rolled back. X's take then finds no trace of the pool (no
+// slot row, no pool row with what a take writes), which is a new pool by
+// definition, and the IDs of holders whose rows went with it may be issued
+// again (chaos's wipe-tables exclusion). Two ways, one rule each:
+//   - a statement sent before the locked take's count is held (lookup,
+//     counter, the lock, the markers' seed, the count itself before it
+//     runs): the deletion lands before X has seen the rows;
+//   - a write of X's take dropped (never sent: its connection is cut, and
+//     the server rolls back the transaction it was part of, pool rows and
+//     all): over lost pool rows every take is the locked one, so its claim
+//     and its COMMIT are in that transaction, and X's take starts again
+//     after the deletion (the cube found both: commit/drop and, in its
+//     third sitting, claim/drop×delete-rows@markers-lost).
+//
+// From the count on, with its answer held, X has seen the rows and floors
+// above them, and its transaction commits before the deletion (which waits
+// for X's lock): those cells are cells like any other.
 func newPool(st mstmt, phase, action string, ctx mctx) bool {
 	if action != "delete-rows" || (ctx != ctxMarkersLost && ctx != ctxHeldLost) {
 		return false
+	}
+	if phase == "drop" && st.op == xTake {
+		return true
 	}
 	switch st.name {
 	case "lookup", "counter", "locked", "seed-markers": // sent before the locked take's count
 		return true
 	case "count":
 		return phase != "answer"
-	case "commit":
-		return phase == "drop"
 	}
 	return false
 }
