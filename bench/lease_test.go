@@ -119,6 +119,19 @@ func throughCounter(tb testing.TB, b dbtest.Backend, db *dbtest.DB) (string, *tu
 	return u.String(), c
 }
 
+// idlePool opens a pool on dsn that keeps up to 4 idle connections, so that
+// a statement after the first finds one; it is closed with the benchmark.
+func idlePool(b *testing.B, driver, dsn string) *sql.DB {
+	b.Helper()
+	pool, err := sql.Open(driver, dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { pool.Close() })
+	pool.SetMaxIdleConns(4)
+	return pool
+}
+
 // BenchmarkOpen: a generator's start on loopback, leasing from existing
 // tables. cold: a new pool, so the time and the round trips include the
 // connection's handshake; warm: a pool with an idle connection, which the
@@ -166,12 +179,7 @@ func BenchmarkOpen(b *testing.B) {
 			b.ReportMetric(float64(turns)/float64(b.N), "roundtrips/op")
 		})
 		warm := func(b *testing.B, dsn string) {
-			pool, err := sql.Open(db.Driver, dsn)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer pool.Close()
-			pool.SetMaxIdleConns(4)
+			pool := idlePool(b, db.Driver, dsn)
 			if err := pool.Ping(); err != nil {
 				b.Fatal(err)
 			}
@@ -200,12 +208,7 @@ func BenchmarkRenew(b *testing.B) {
 		db := be.Fresh(b)
 		dsn, counter := throughCounter(b, be, db)
 		renew := func(b *testing.B, dsn string) {
-			pool, err := sql.Open(db.Driver, dsn)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer pool.Close()
-			pool.SetMaxIdleConns(4)
+			pool := idlePool(b, db.Driver, dsn)
 			req := lease.Request{DB: pool, Dialect: be.Dialect, Service: "bench", Instance: "bench@renew",
 				Layout:  fmt.Sprintf("0/10/12 %s", entflake.DefaultEpoch.UTC().Format("2006-01-02T15:04:05.000Z")),
 				Workers: 1024, TTL: entflake.DefaultLeaseTTL, Horizon: entflake.DefaultLeaseTTL - entflake.DefaultLeaseMargin}
