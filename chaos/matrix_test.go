@@ -307,6 +307,11 @@ var ciCells = []string{
 	// and its count.
 	"read-back/answer×take", "holder/before×delete-row", "renew-keep/answer×none", "candidates/before×release",
 	"census/answer×take",
+	// The PostgreSQL cube's find: every slot row deleted over both pool
+	// rows lost, after the take's count and before its read again (which
+	// waits for no lock of the take's there). The take rolled back what it
+	// had learnt and found a new pool; it now makes the row again.
+	"write-marker/before×delete-rows@markers-lost",
 }
 
 var (
@@ -551,8 +556,11 @@ func runCell(t *testing.T, b dbtest.Backend, name string, seed uint64) string {
 //     third sitting, claim/drop×delete-rows@markers-lost).
 //
 // From the count on, with its answer held, X has seen the rows and floors
-// above them, and its transaction commits before the deletion (which waits
-// for X's lock): those cells are cells like any other.
+// above them: a deletion that waits for X's lock lands after X commits, and
+// one that does not (PostgreSQL's plain reads lock nothing) is found at X's
+// read again, which makes the row again above the window. Those cells are
+// cells like any other (the PostgreSQL cube's write-marker cells found the
+// take rolling back there, and the pool made new, before that).
 func newPool(st mstmt, phase, action string, ctx mctx) bool {
 	if action != "delete-rows" || (ctx != ctxMarkersLost && ctx != ctxHeldLost) {
 		return false

@@ -429,32 +429,42 @@ func (s *session) lockedOnce(ctx context.Context, workerID int64, decide func(ro
 			s.ranged = &rng // a new pool's first range is no change
 		}
 	}
-	wrote := false
+	// The slot's row, made if missing, and the pool's rows written; then
+	// read again: the claim compares the layout row and the beats as they
+	// are now. A row that is gone at that read was deleted since this
+	// take's count by another, which waited for no lock of this take's
+	// (on PostgreSQL its reads lock nothing): it is made again as any
+	// missing row is (rule 2), and makeRows's count finds the deletion, so
+	// the row starts above the window of its holder. Rolling the take back
+	// instead would lose what it learnt: with both pool rows lost and every
+	// slot row deleted, the next try finds a new pool.
 	w, err := s.read(ctx, workerID, nil)
 	if err != nil {
 		return Slot{}, false, err
 	}
-	if !w.exists {
-		if made, err = s.makeRows(ctx, workerID, made, &st, m.layoutText); err != nil {
-			return Slot{}, false, err
+	for tries := 1; ; tries++ {
+		if !w.exists {
+			if made, err = s.makeRows(ctx, workerID, made, &st, m.layoutText); err != nil {
+				return Slot{}, false, err
+			}
+			writeSlots = true
 		}
-		writeSlots = true
-	}
-	if writeSlots || writeLayout {
+		if !writeSlots && !writeLayout {
+			break
+		}
 		if err := s.writePoolRows(ctx, made, st, m.layoutText); err != nil {
 			return Slot{}, false, err
 		}
-		wrote = true
-	}
-	if wrote || !w.exists {
-		// Read again: the claim compares the layout row and the beats as
-		// they are now.
+		writeSlots, writeLayout = false, false
 		if w, err = s.read(ctx, workerID, nil); err != nil {
 			return Slot{}, false, err
 		}
-	}
-	if !w.exists {
-		return Slot{}, false, fmt.Errorf("slot %d has no row after the rows were made", workerID)
+		if w.exists {
+			break
+		}
+		if tries == 3 {
+			return Slot{}, false, fmt.Errorf("slot %d has no row after the rows were made %d times", workerID, tries)
+		}
 	}
 	if wd, ok := parseWidening(m.layoutText); ok {
 		found, err := s.crossCheck(ctx, wd, &w, &st, &made)
