@@ -26,6 +26,28 @@ type hooks struct {
 	// commit is called before a driver Tx's Commit (PostgreSQL, SQLite;
 	// the lease runs MySQL transactions as statements: see before).
 	commit func()
+	// drop, when it answers true for a statement, cuts the connection
+	// instead of sending it: the connection is closed (the server rolls
+	// back its transaction), dropped is called, and the statement fails
+	// with driver.ErrBadConn, unanswered.
+	drop    func(query string) bool
+	dropped func()
+}
+
+// setDrop sets drop and dropped (nil, nil: none).
+func (h *hooks) setDrop(drop func(string) bool, dropped func()) {
+	h.mu.Lock()
+	h.drop, h.dropped = drop, dropped
+	h.mu.Unlock()
+}
+
+// onDrop reports whether q is to be dropped, and what to run once the
+// connection is closed.
+func (h *hooks) onDrop(q string) (bool, func()) {
+	h.mu.Lock()
+	f, after := h.drop, h.dropped
+	h.mu.Unlock()
+	return f != nil && f(q), after
 }
 
 func (h *hooks) onBefore(q string) {
@@ -101,21 +123,45 @@ func (c *hookConnector) Driver() driver.Driver { return c.d }
 
 type hookConn struct {
 	driver.Conn
-	h *hooks
+	h    *hooks
+	dead bool // cut by drop
+}
+
+// cut closes the connection if drop asks for q.
+func (c *hookConn) cut(q string) bool {
+	drop, after := c.h.onDrop(q)
+	if !drop {
+		return false
+	}
+	c.Conn.Close()
+	c.dead = true
+	if after != nil {
+		after()
+	}
+	return true
 }
 
 func (c *hookConn) ExecContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Result, error) {
 	c.h.onBefore(q)
+	if c.cut(q) {
+		return nil, driver.ErrBadConn
+	}
 	return c.Conn.(driver.ExecerContext).ExecContext(ctx, q, args)
 }
 
 func (c *hookConn) QueryContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Rows, error) {
 	c.h.onBefore(q)
+	if c.cut(q) {
+		return nil, driver.ErrBadConn
+	}
 	return c.Conn.(driver.QueryerContext).QueryContext(ctx, q, args)
 }
 
 func (c *hookConn) PrepareContext(ctx context.Context, q string) (driver.Stmt, error) {
 	c.h.onBefore(q)
+	if c.cut(q) {
+		return nil, driver.ErrBadConn
+	}
 	if p, ok := c.Conn.(driver.ConnPrepareContext); ok {
 		return p.PrepareContext(ctx, q)
 	}
@@ -138,6 +184,9 @@ func (c *hookConn) Ping(ctx context.Context) error {
 }
 
 func (c *hookConn) ResetSession(ctx context.Context) error {
+	if c.dead {
+		return driver.ErrBadConn
+	}
 	if r, ok := c.Conn.(driver.SessionResetter); ok {
 		return r.ResetSession(ctx)
 	}
@@ -145,6 +194,9 @@ func (c *hookConn) ResetSession(ctx context.Context) error {
 }
 
 func (c *hookConn) IsValid() bool {
+	if c.dead {
+		return false
+	}
 	if v, ok := c.Conn.(driver.Validator); ok {
 		return v.IsValid()
 	}

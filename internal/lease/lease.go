@@ -326,15 +326,20 @@ func Take(ctx context.Context, r Request) (Slot, error) {
 		created []string
 		err     error
 	)
+	var learnt seen
 	for retakes := 0; ; retakes++ {
 		if s, err = open(ctx, &r); err != nil {
 			return Slot{}, fmt.Errorf("lease from %s (%s): %w", schema.SlotTableName, r.Dialect, err)
 		}
+		// A retake follows a try the server rolled back: what it saw of
+		// the pool stands (see lockedOnce).
+		s.seen = learnt
 		created, err = s.withTables(ctx, func() (err error) {
 			slot, err = s.take(ctx)
 			return err
 		})
 		s.close(ctx)
+		learnt = s.seen
 		if !errors.Is(err, errRetake) || retakes >= 3 || ctx.Err() != nil {
 			break
 		}

@@ -192,6 +192,12 @@ func parseSlots(t string) slots {
 	return st
 }
 
+// learn keeps what this try decided of a pool in use (see seen): a
+// later try of the take, after this one is rolled back, starts from it.
+func (s *session) learn(st slots) {
+	s.seen = seen{inUse: true, ttl: max(s.seen.ttl, st.ttl), until: max(s.seen.until, st.until)}
+}
+
 // layoutEpochMs is the epoch of a layout tag ("0/10/12 2024-01-01T00:00:00.000Z").
 func layoutEpochMs(layout string) (int64, bool) {
 	_, e, ok := strings.Cut(layout, " ")
@@ -290,6 +296,20 @@ func (s *session) lockedOnce(ctx context.Context, workerID int64, decide func(ro
 	// worker_id): one deleted or edited, the other still knows it.
 	st.ttl = max(st.ttl, m.layoutTTL)
 	made, writeSlots := m.made, false
+	// What an earlier try of this take saw outlives its rollback (a
+	// deadlock the server broke by rolling this take back, a connection
+	// cut before the COMMIT): a pool that try found in use is in use, and
+	// its longest TTL and the floor it decided stand, though every trace
+	// of the pool was deleted since. Only a take that never saw the pool
+	// can find it new. A try that nothing undid decides the same floor
+	// again (the rows it read, or the worst case at a later clock).
+	if s.seen.inUse {
+		used = true
+		st.ttl = max(st.ttl, s.seen.ttl)
+		if st.until < s.seen.until {
+			st.until, writeSlots = s.seen.until, true
+		}
+	}
 	if ttl := s.r.ttlMs(); st.ttl < ttl {
 		// A Forever take records a TTL that never runs out: its slot is
 		// never renewed, so a deletion of its row is never found by its
@@ -320,6 +340,9 @@ func (s *session) lockedOnce(ctx context.Context, workerID int64, decide func(ro
 		made, writeSlots = count, true
 	case s.deficit(&st, &made, count, nowMs):
 		writeSlots = true
+	}
+	if inUse {
+		s.learn(st)
 	}
 	writeLayout := m.layoutTTL != ttlCopy(st.ttl)
 	if !layoutKnown {
@@ -396,6 +419,7 @@ func (s *session) lockedOnce(ctx context.Context, workerID int64, decide func(ro
 		}
 		if s.deficit(&st, &made, count, now) {
 			writeSlots = true
+			s.learn(st)
 		}
 		nowMs = now
 		floor, _, err := s.changeLayout(ctx, from, st, nowMs)
@@ -472,6 +496,7 @@ func (s *session) lockedOnce(ctx context.Context, workerID int64, decide func(ro
 			return Slot{}, false, err
 		}
 		if found {
+			s.learn(st)
 			// Rows were found deleted under the cross-check's locks: the
 			// pool records the window, as for a deficit counted above.
 			if err := s.writePoolRows(ctx, made, st, m.layoutText); err != nil {

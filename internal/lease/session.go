@@ -39,6 +39,21 @@ type session struct {
 	// conflict during this take (see settle).
 	conflicts    int
 	lastConflict error
+	// seen is what an earlier try of this take learnt of the pool, kept
+	// past that try's rollback (see lockedOnce).
+	seen seen
+}
+
+// seen is what a try of the locked take learnt of the pool that a later
+// try must not forget when the first is rolled back: that the pool was in
+// use (slot rows, or pool rows with what a take writes), the longest TTL
+// its holders used, and the floor the try decided for rows made (its
+// worst case, where a pool row was lost). A later try that finds no trace
+// of the pool (every row deleted since) takes it at its worst (rule 2 of
+// statements.go), not as new.
+type seen struct {
+	inUse      bool
+	ttl, until int64
 }
 
 // Bounds of server-side waits: when the context has no deadline, and at

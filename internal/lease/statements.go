@@ -67,7 +67,11 @@ import (
 //     marker row back, at its worst: an operator's change (operate: a
 //     range, a widening's start, finish or cancel) refuses while one is
 //     lost, since writing back what it read would make a lost window
-//     and count read as none, and a row made again start at 1.
+//     and count read as none, and a row made again start at 1. Nor is
+//     what a try of the locked take learnt lost with its rollback (a
+//     deadlock the server broke, a connection cut): the take's next try
+//     starts from it (seen, in session.go), so every row deleted between
+//     the two is not a new pool to it.
 //  3. A fact a decision rests on is read inside the transaction that acts
 //     on it, under the locks that keep it true until the write lands, or
 //     re-checked by the write's own compare-and-set; no count or read
