@@ -553,7 +553,11 @@ func runCell(t *testing.T, b dbtest.Backend, name string, seed uint64) string {
 //     all): over lost pool rows every take is the locked one, so its claim
 //     and its COMMIT are in that transaction, and X's take starts again
 //     after the deletion (the cube found both: commit/drop and, in its
-//     third sitting, claim/drop×delete-rows@markers-lost).
+//     third sitting, claim/drop×delete-rows@markers-lost). X's retake
+//     remembers the pool it saw (lockedOnce's seen; TestRetakeRemembersPool
+//     in internal/lease), but another starter that opens between the
+//     deletion and the retake finds no trace of it, makes a new pool, and
+//     the retake then claims a row of that pool (on PostgreSQL, Z does).
 //
 // From the count on, with its answer held, X has seen the rows and floors
 // above them: a deletion that waits for X's lock lands after X commits, and
