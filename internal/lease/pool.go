@@ -194,6 +194,8 @@ func parseSlots(t string) slots {
 
 // learn keeps what this try decided of a pool in use (see seen): a
 // later try of the take, after this one is rolled back, starts from it.
+// lockedOnce calls it once its first count has decided, and deficit at
+// every deletion window it finds, wherever in the take.
 func (s *session) learn(st slots) {
 	s.seen = seen{inUse: true, ttl: max(s.seen.ttl, st.ttl), until: max(s.seen.until, st.until)}
 }
@@ -419,7 +421,6 @@ func (s *session) lockedOnce(ctx context.Context, workerID int64, decide func(ro
 		}
 		if s.deficit(&st, &made, count, now) {
 			writeSlots = true
-			s.learn(st)
 		}
 		nowMs = now
 		floor, _, err := s.changeLayout(ctx, from, st, nowMs)
@@ -496,7 +497,6 @@ func (s *session) lockedOnce(ctx context.Context, workerID int64, decide func(ro
 			return Slot{}, false, err
 		}
 		if found {
-			s.learn(st)
 			// Rows were found deleted under the cross-check's locks: the
 			// pool records the window, as for a deficit counted above.
 			if err := s.writePoolRows(ctx, made, st, m.layoutText); err != nil {
@@ -1182,6 +1182,7 @@ func (s *session) deficit(st *slots, made *int64, count, nowMs int64) bool {
 	}
 	st.until = max(st.until, nowMs+ttl)
 	*made = count
+	s.learn(*st) // a window a later try must not forget (see seen)
 	return true
 }
 
