@@ -855,14 +855,25 @@ func (s *session) beginLocked(ctx context.Context) (end func(commit bool) error,
 	s.locked = true
 	return func(commit bool) error {
 		defer restore()
+		var err error
 		if commit {
 			// COMMIT as a statement ends with ctx (see tx).
-			_, err := s.conn.ExecContext(ctx, "COMMIT")
-			return err
+			_, err = s.conn.ExecContext(ctx, "COMMIT")
+		} else {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+			defer cancel()
+			_, err = s.conn.ExecContext(rctx, "ROLLBACK")
 		}
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		defer cancel()
-		_, err := s.conn.ExecContext(rctx, "ROLLBACK")
+		if err != nil {
+			// The transaction may still be open: go-sql-driver/mysql and
+			// modernc.org/sqlite refuse a statement whose context has
+			// ended without sending it, and keep the connection as good.
+			// Pooled again, it would run the next user's statements (a
+			// take's claim) inside this transaction, which the server
+			// rolls back, theirs with it, whenever the connection closes.
+			// Dropped, the server ends it now, as tx.Commit's does.
+			discard(s.conn)
+		}
 		return err
 	}, nil
 }

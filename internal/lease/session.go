@@ -570,7 +570,13 @@ func (s *session) begin(ctx context.Context) (x interface {
 				return err
 			}, func() {
 				if !done {
-					_, _ = s.conn.ExecContext(context.WithoutCancel(ctx), sqliteRollback)
+					// A COMMIT the ended context kept from running leaves
+					// the transaction open; a ROLLBACK that fails too
+					// leaves the connection to be dropped, not pooled in
+					// it (see beginLocked).
+					if _, err := s.conn.ExecContext(context.WithoutCancel(ctx), sqliteRollback); err != nil {
+						discard(s.conn)
+					}
 				}
 			}, nil
 	}
