@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"entgo.io/ent/dialect"
 	"github.com/stretchr/testify/require"
 
 	"github.com/entflake/entflake/internal/dbtest"
@@ -52,7 +53,9 @@ func TestWalk(t *testing.T) {
 	dbtest.ForEach(t, func(t *testing.T, b dbtest.Backend) {
 		for seed := first; seed < first+uint64(seeds); seed++ {
 			t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
-				w := &walk{t: t, b: b, db: b.Fresh(t).DB, rng: rand.New(rand.NewPCG(seed, 0x77616c6b)),
+				fresh := b.Fresh(t)
+				db, h := hooked(t, fresh.Driver, fresh.DSN)
+				w := &walk{t: t, b: b, db: db, h: h, watch: fresh.DB, rng: rand.New(rand.NewPCG(seed, 0x77616c6b)),
 					done: map[string]int{}, layout: walkNarrow}
 				for i := 0; i < steps && !t.Failed(); i++ {
 					w.step()
@@ -188,6 +191,52 @@ func (w *walk) state() poolState {
 	return p
 }
 
+// noTransactionLeft checks, after a step, that nothing the lease did left
+// a transaction open on a connection of the walk's pool: a connection
+// pooled inside one runs its next user's statements in it, and the server
+// rolls them back with it whenever the connection closes (a claim
+// returned as held among them: TestUnsentCommitLeavesNoTransaction). The
+// servers say which sessions of the walk's database are inside one:
+// MariaDB's InnoDB and PostgreSQL, asked through a pool of their own. TiDB
+// (tidb/run points the MariaDB tests at it) and SQLite are not asked.
+func (w *walk) noTransactionLeft(step string) {
+	var q string
+	switch w.b.Dialect {
+	case dialect.Postgres:
+		q = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() " +
+			"AND state LIKE 'idle in transaction%'"
+	case dialect.MySQL:
+		var version string
+		if err := w.watch.QueryRow("SELECT VERSION()").Scan(&version); err != nil {
+			w.t.Fatalf("read the server's version: %v", err)
+		}
+		if strings.Contains(version, "TiDB") {
+			return
+		}
+		q = "SELECT COUNT(*) FROM information_schema.innodb_trx t JOIN information_schema.processlist p " +
+			"ON p.id = t.trx_mysql_thread_id WHERE p.db = DATABASE() AND p.id <> CONNECTION_ID()"
+	default:
+		return
+	}
+	// A transaction whose context ended may be ending still: database/sql
+	// rolls a Tx back from a goroutine of its own when its context ends.
+	// One left open stays open.
+	var open int
+	for try := 0; ; try++ {
+		if err := w.watch.QueryRow(q).Scan(&open); err != nil {
+			w.t.Fatalf("count the open transactions: %v", err)
+		}
+		if open == 0 {
+			return
+		}
+		if try == 20 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	w.t.Errorf("after %s, %d connections of the walk's pool are still inside a transaction a second later", step, open)
+}
+
 // walker is one holding of the walk.
 type walker struct {
 	k walkKey
@@ -202,12 +251,16 @@ type walker struct {
 }
 
 type walk struct {
-	t    *testing.T
-	b    dbtest.Backend
-	db   *sql.DB
-	rng  *rand.Rand
-	n    int
-	live []*walker
+	t  *testing.T
+	b  dbtest.Backend
+	db *sql.DB
+	h  *hooks // db's: a take's context ends at a chosen statement
+	// watch is a pool of its own on the database, never one of db's
+	// connections, to ask the server which of those are in a transaction.
+	watch *sql.DB
+	rng   *rand.Rand
+	n     int
+	live  []*walker
 	// all are the walk's holdings, in the order they were taken.
 	all    []*walker
 	lo, hi int64 // the range the walk last set (0, 0: none)
@@ -285,6 +338,7 @@ func (w *walk) step() {
 	}
 	w.done[name]++
 	defer w.poolLayout()
+	defer w.noTransactionLeft(name)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	switch name {
@@ -416,6 +470,34 @@ func (w *walk) take(ctx context.Context) {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, time.Duration(w.rng.IntN(3000))*time.Microsecond)
 		defer cancel()
+	} else if w.rng.IntN(8) == 0 {
+		// The same, exactly at a statement: the context ends just before
+		// the take's k-th statement (or driver Tx's Commit), on whichever
+		// connection. The driver refuses that statement unsent and keeps
+		// the connection good, inside whatever transaction it was in: a
+		// locked take's COMMIT so refused once pooled its transaction,
+		// and the next take's claim vanished with it
+		// (TestUnsentCommitLeavesNoTransaction). A loaded machine's
+		// deadlines found it; this finds it on any.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		// Half the time at the take's first COMMIT (a locked take's),
+		// else at its k-th statement, k within the dozen a take that
+		// claims alone sends.
+		k, n, commit := 1+w.rng.IntN(12), 0, w.rng.IntN(2) == 0
+		at := func(q string) {
+			if n++; commit && isStmt(q, "COMMIT") || !commit && n == k {
+				cancel()
+			}
+		}
+		w.h.set(at, func() { at("COMMIT") })
+		defer w.h.set(nil, nil)
+		if commit {
+			w.note("the take's context ends before its COMMIT")
+		} else {
+			w.note("the take's context ends before its statement %d", k)
+		}
 	}
 	if w.rng.IntN(3) == 0 {
 		r.Explicit, r.WorkerID = true, r.lo()+w.rng.Int64N(r.hi()-r.lo()+1)
