@@ -42,7 +42,8 @@ var outsideMatrix = map[string]string{
 	"audit":         "the services' audit rows: no floor or take reads them",
 	"holders":       "a report (entflake holders): it writes nothing",
 	"poolLayout":    "a report (the pool's capacity gauge): it reads the '__layout__' row, locks nothing, writes nothing",
-	"makeRow":       "part of makeRows' text (one row's values)",
+	"makeRow":       "part of makeRows' text (the first row's worker id)",
+	"makeRowNext":   "part of makeRows' text (each other row's worker id)",
 	"makeRowsEnd":   "part of makeRows' text (its conflict clause)",
 }
 

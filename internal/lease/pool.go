@@ -1142,26 +1142,16 @@ func (s *session) makeRows(ctx context.Context, workerID, made int64, st *slots,
 	}
 	_, layoutFloor := parseLayout(layoutRow)
 	promise := max(layoutFloor-1, st.until, lowest.Int64, 0)
-	var (
-		b       strings.Builder
-		missing []int64
-	)
-	b.WriteString(s.q.makeRows)
+	var missing []int64
 	for id := lo; id <= hi; id++ {
-		if have[id] {
-			continue
+		if !have[id] {
+			missing = append(missing, id)
 		}
-		if len(missing) > 0 {
-			b.WriteString(", ")
-		}
-		fmt.Fprintf(&b, s.q.makeRow, id, promise)
-		missing = append(missing, id)
 	}
 	if len(missing) == 0 {
 		return made, nil
 	}
-	b.WriteString(s.q.makeRowsEnd)
-	if _, err := s.x.ExecContext(ctx, b.String()); err != nil {
+	if _, err := s.x.ExecContext(ctx, s.q.makeRowsText(missing, promise)); err != nil {
 		return 0, fmt.Errorf("make slot rows %d..%d: %w", lo, hi, err)
 	}
 	if nowMs < st.until {
@@ -1173,6 +1163,22 @@ func (s *session) makeRows(ctx context.Context, workerID, made int64, st *slots,
 	// the next count read a deletion, which costs a floor and never a
 	// duplicate).
 	return made + int64(len(missing)), nil
+}
+
+// makeRowsText is the statement that makes the slot rows of ids (at least
+// one), free, never held, with promise (see makeRows in statements.go).
+func (q *sqlText) makeRowsText(ids []int64, promise int64) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, q.makeRows, promise)
+	for i, id := range ids {
+		next := q.makeRowNext
+		if i == 0 {
+			next = q.makeRow
+		}
+		fmt.Fprintf(&b, next, id)
+	}
+	b.WriteString(q.makeRowsEnd)
+	return b.String()
 }
 
 // deficit compares the slot rows there are (count, at the database's
