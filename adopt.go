@@ -3,6 +3,7 @@ package entflake
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"strings"
@@ -434,17 +435,25 @@ func runAdoption(ctx context.Context, conn *sql.Conn, d string, stmts []string) 
 			return
 		}
 		undo := context.WithoutCancel(ctx)
+		var rerr, ferr, terr error
 		if inTx {
-			_, rerr := conn.ExecContext(undo, "ROLLBACK")
-			err = errors.Join(err, rerr)
+			_, rerr = conn.ExecContext(undo, "ROLLBACK")
 		}
 		if d == dialect.SQLite {
-			_, ferr := conn.ExecContext(undo, "PRAGMA foreign_keys = on")
-			err = errors.Join(err, ferr)
+			_, ferr = conn.ExecContext(undo, "PRAGMA foreign_keys = on")
 		}
 		if allowed {
-			_, terr := conn.ExecContext(undo, adopt.TiDBRestore)
-			err = errors.Join(err, terr)
+			_, terr = conn.ExecContext(undo, adopt.TiDBRestore)
+		}
+		if cleanup := errors.Join(rerr, ferr, terr); cleanup != nil {
+			err = errors.Join(err, cleanup)
+			if d != dialect.SQLite {
+				// Dropped, not pooled inside the transaction or with the
+				// session setting on (database/sql drops a connection only
+				// for driver.ErrBadConn). A SQLite connection is kept: an
+				// in-memory database is its connection.
+				_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+			}
 		}
 		if d == dialect.MySQL && ran > 0 {
 			err = fmt.Errorf("%w (%d statements before it ran, and committed: running the adoption again does the rest)", err, ran)

@@ -85,3 +85,54 @@ func TestUnsentCommitLeavesNoTransaction(t *testing.T) {
 		require.Equal(t, sy.Fence, fence)
 	})
 }
+
+// TestUnsentCommitKeepsMemoryDatabase: the same fault on an in-memory
+// SQLite database of one connection, as docs/databases.md sets one up:
+// there the connection is the database, so a take must end its
+// transaction by a ROLLBACK, not by dropping the connection (which a
+// first fix did: the database went, and a second take got the worker id a
+// live holder had, at floor 1). A holds a worker id; X's take, a locked
+// one for its longer TTL, has its context end before its COMMIT; then the
+// pool is there still, A's row with it, and B's take does not get A's
+// worker id below A's promise.
+func TestUnsentCommitKeepsMemoryDatabase(t *testing.T) {
+	dbtest.Selected(t, "sqlite")
+	hdb, h := hooked(t, "sqlite", "file::memory:")
+	hdb.SetMaxOpenConns(1)
+	ctx := context.Background()
+
+	ra := named(request(hdb, dialect.SQLite, "a"), "a@h@1@1")
+	ra.TTL, ra.Horizon = 5*time.Second, 4*time.Second
+	sa := take(t, ra)
+
+	xctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	var (
+		once sync.Once
+		held bool
+	)
+	h.set(func(q string) {
+		if isStmt(q, "COMMIT") {
+			once.Do(func() {
+				held = true
+				<-xctx.Done()
+			})
+		}
+	}, nil)
+	rx := named(request(hdb, dialect.SQLite, "x"), "x@h@2@2")
+	rx.TTL, rx.Horizon = 10*time.Second, 8*time.Second // longer than recorded: a locked take
+	_, xerr := Take(xctx, rx)
+	h.set(nil, nil)
+	require.True(t, held, "X's locked take never reached its COMMIT: the fault did not apply")
+	require.Error(t, xerr, "X's take ended with its context at its COMMIT")
+
+	var instance sql.NullString
+	require.NoError(t, hdb.QueryRow("SELECT instance FROM sys_sequence_slot WHERE worker_id = ?", sa.WorkerID).Scan(&instance),
+		"the in-memory database is still there, A's row in it")
+	require.Equal(t, "a@h@1@1", instance.String)
+
+	rb := named(request(hdb, dialect.SQLite, "b"), "b@h@3@3")
+	rb.Explicit, rb.WorkerID = true, sa.WorkerID
+	_, err := Take(ctx, rb)
+	require.ErrorIs(t, err, ErrHeld, "A's worker id is live: B must not get it")
+}

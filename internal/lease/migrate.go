@@ -3,7 +3,6 @@ package lease
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -46,7 +45,9 @@ func Migrate(ctx context.Context, db *sql.DB, dialectName string, migrate func(c
 		// to the connection's close, just after.
 		var released sql.NullInt64
 		if conn.QueryRowContext(context.WithoutCancel(ctx), q.migrateUnlock).Scan(&released) != nil || released.Int64 != 1 {
-			_ = conn.Raw(func(any) error { return errors.New("drop the connection") }) // closes it, which frees the lock
+			// Dropped, not pooled with the lock still held: database/sql
+			// drops a connection only for driver.ErrBadConn.
+			discard(conn)
 		}
 	}()
 	return migrate(ctx)

@@ -858,21 +858,29 @@ func (s *session) beginLocked(ctx context.Context) (end func(commit bool) error,
 		var err error
 		if commit {
 			// COMMIT as a statement ends with ctx (see tx).
-			_, err = s.conn.ExecContext(ctx, "COMMIT")
-		} else {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-			defer cancel()
-			_, err = s.conn.ExecContext(rctx, "ROLLBACK")
+			if _, err = s.conn.ExecContext(ctx, "COMMIT"); err == nil {
+				return nil
+			}
 		}
-		if err != nil {
-			// The transaction may still be open: go-sql-driver/mysql and
-			// modernc.org/sqlite refuse a statement whose context has
-			// ended without sending it, and keep the connection as good.
-			// Pooled again, it would run the next user's statements (a
-			// take's claim) inside this transaction, which the server
-			// rolls back, theirs with it, whenever the connection closes.
-			// Dropped, the server ends it now, as tx.Commit's does.
+		// Rolled back for sure, also after a COMMIT that failed: the
+		// transaction may still be open, since go-sql-driver/mysql and
+		// modernc.org/sqlite refuse a statement whose context has ended
+		// without sending it, and keep the connection as good. Pooled in
+		// it, the connection would run its next user's statements (a
+		// take's claim) inside this transaction, which the server rolls
+		// back, theirs with it, whenever the connection closes. The
+		// ROLLBACK does not wait on ctx: after a COMMIT that was sent, it
+		// finds no transaction, or a closed connection. Only when it
+		// fails too is the connection dropped, so that the server ends
+		// the transaction: not at once, since on SQLite a connection to
+		// an in-memory database is the database.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		if _, rerr := s.conn.ExecContext(rctx, "ROLLBACK"); rerr != nil {
 			discard(s.conn)
+			if err == nil {
+				err = rerr
+			}
 		}
 		return err
 	}, nil
