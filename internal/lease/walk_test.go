@@ -191,13 +191,57 @@ func (w *walk) state() poolState {
 	return p
 }
 
+// deadline gives a call of the lease (what) a context that may end
+// anywhere in it: one time in eight after up to maxMicros µs (before its
+// claim or write, or after it with the answer lost), and one in eight of
+// the rest exactly before one of its statements, on whichever connection:
+// its first COMMIT (a transaction's), or its k-th statement, k within the
+// dozen a take that claims alone sends. The driver refuses that statement
+// unsent and keeps the connection good, inside whatever transaction it
+// was in: a locked take's COMMIT so refused once pooled its transaction,
+// and the next take's claim vanished with it
+// (TestUnsentCommitLeavesNoTransaction); a loaded machine's deadlines
+// found it, the statement's end finds it on any. arm sets the statement's
+// end on the walk's hooks just before the call, and returns what takes it
+// off and ends the context, once the call has returned.
+func (w *walk) deadline(ctx context.Context, what string, maxMicros int) (context.Context, func() (disarm func())) {
+	if w.rng.IntN(8) == 0 {
+		ctx, cancel := context.WithTimeout(ctx, time.Duration(w.rng.IntN(maxMicros))*time.Microsecond)
+		return ctx, func() func() { return cancel }
+	}
+	if w.rng.IntN(8) != 0 {
+		return ctx, func() func() { return func() {} }
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	k, commit := 1+w.rng.IntN(12), w.rng.IntN(2) == 0
+	if commit {
+		w.note("the %s's context ends before its COMMIT", what)
+	} else {
+		w.note("the %s's context ends before its statement %d", what, k)
+	}
+	return ctx, func() func() {
+		n := 0
+		at := func(q string) {
+			if n++; commit && isStmt(q, "COMMIT") || !commit && n == k {
+				cancel()
+			}
+		}
+		w.h.set(at, func() { at("COMMIT") })
+		return func() {
+			w.h.set(nil, nil)
+			cancel()
+		}
+	}
+}
+
 // noTransactionLeft checks, after a step, that nothing the lease did left
 // a transaction open on a connection of the walk's pool: a connection
 // pooled inside one runs its next user's statements in it, and the server
 // rolls them back with it whenever the connection closes (a claim
 // returned as held among them: TestUnsentCommitLeavesNoTransaction). The
 // servers say which sessions of the walk's database are inside one:
-// MariaDB's InnoDB and PostgreSQL, asked through a pool of their own. TiDB
+// MariaDB's InnoDB and PostgreSQL, asked through a pool of their own,
+// with 5 s for a rollback under way (a loaded machine's). TiDB
 // (tidb/run points the MariaDB tests at it) and SQLite are not asked.
 func (w *walk) noTransactionLeft(step string) {
 	var q string
@@ -229,12 +273,12 @@ func (w *walk) noTransactionLeft(step string) {
 		if open == 0 {
 			return
 		}
-		if try == 20 {
+		if try == 100 {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	w.t.Errorf("after %s, %d connections of the walk's pool are still inside a transaction a second later", step, open)
+	w.t.Errorf("after %s, %d connections of the walk's pool are still inside a transaction 5 s later", step, open)
 }
 
 // walker is one holding of the walk.
@@ -350,12 +394,10 @@ func (w *walk) step() {
 		}
 		h := w.live[w.rng.IntN(len(w.live))]
 		promise := h.now().UnixMilli() + h.r.Horizon.Milliseconds()
-		if w.rng.IntN(8) == 0 {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, time.Duration(w.rng.IntN(2000))*time.Microsecond)
-			defer cancel()
-		}
+		ctx, arm := w.deadline(ctx, "renewal", 2000)
+		disarm := arm()
 		err := Renew(ctx, h.r.Holding(h.s), h.r.TTL.Milliseconds(), promise)
+		disarm()
 		w.note("renew %s worker %d to %d: %v", h.r.Instance, h.s.WorkerID, promise, err)
 		switch {
 		case err == nil:
@@ -385,11 +427,15 @@ func (w *walk) step() {
 		if first := max(h.s.Floor, h.from); w.rng.IntN(3) > 0 && h.acked >= first {
 			last = first + w.rng.Int64N(h.acked-first+1)
 		}
+		ctx, arm := w.deadline(ctx, "release", 2000)
+		disarm := arm()
 		err := Release(ctx, h.r.Holding(h.s), last)
+		disarm()
 		w.note("release %s worker %d at %d: %v", h.r.Instance, h.s.WorkerID, last, err)
-		if err == nil {
-			h.acked = min(h.acked, last)
-		}
+		// The holder stopped issuing at last before it released, whatever
+		// the release answered: one whose answer was lost may have
+		// committed, lowering the row's promise to last.
+		h.acked = min(h.acked, last)
 		w.drop(h)
 	case "sleep":
 		d := time.Duration(w.rng.IntN(700)) * time.Millisecond
@@ -464,41 +510,7 @@ func (w *walk) take(ctx context.Context) {
 	if skew != 0 {
 		r.Now = func() time.Time { return time.Now().Add(skew) }
 	}
-	if w.rng.IntN(8) == 0 {
-		// A deadline that may end the take anywhere: before its claim, or
-		// after it with the answer lost.
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, time.Duration(w.rng.IntN(3000))*time.Microsecond)
-		defer cancel()
-	} else if w.rng.IntN(8) == 0 {
-		// The same, exactly at a statement: the context ends just before
-		// the take's k-th statement (or driver Tx's Commit), on whichever
-		// connection. The driver refuses that statement unsent and keeps
-		// the connection good, inside whatever transaction it was in: a
-		// locked take's COMMIT so refused once pooled its transaction,
-		// and the next take's claim vanished with it
-		// (TestUnsentCommitLeavesNoTransaction). A loaded machine's
-		// deadlines found it; this finds it on any.
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithCancel(ctx)
-		defer cancel()
-		// Half the time at the take's first COMMIT (a locked take's),
-		// else at its k-th statement, k within the dozen a take that
-		// claims alone sends.
-		k, n, commit := 1+w.rng.IntN(12), 0, w.rng.IntN(2) == 0
-		at := func(q string) {
-			if n++; commit && isStmt(q, "COMMIT") || !commit && n == k {
-				cancel()
-			}
-		}
-		w.h.set(at, func() { at("COMMIT") })
-		defer w.h.set(nil, nil)
-		if commit {
-			w.note("the take's context ends before its COMMIT")
-		} else {
-			w.note("the take's context ends before its statement %d", k)
-		}
-	}
+	ctx, arm := w.deadline(ctx, "take", 3000)
 	if w.rng.IntN(3) == 0 {
 		r.Explicit, r.WorkerID = true, r.lo()+w.rng.Int64N(r.hi()-r.lo()+1)
 	}
@@ -511,7 +523,9 @@ func (w *walk) take(ctx context.Context) {
 			o.acked, o.excusedAt = 0, 0
 		}
 	}
+	disarm := arm()
 	s, err := Take(ctx, r)
+	disarm()
 	if after := w.state(); before.bothLost && !before.wiped() && !after.bothLost {
 		// Slot rows deleted with both pool rows, some left: the rows made
 		// again start above the longest TTL the take still knows of (its
