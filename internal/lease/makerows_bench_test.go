@@ -18,11 +18,13 @@ import (
 // take of a row that exists). Each op makes the 1,024 rows of a new chunk
 // in a transaction of its own, and commits:
 //
-//   - sent: makeRows as the lease sends it (makeRowsText), the clock read
-//     once for the statement in a derived table;
-//   - per-row-clock: the shape the lease sent before, every row's values
-//     written out with the clock expression (nowMs) and the timestamp in
-//     each;
+//   - sent: makeRows as the lease sends it (makeRowsText): on PostgreSQL
+//     and SQLite the clock read once for the statement in a derived
+//     table; on MySQL the same as per-row-clock (see makeRows in
+//     statements.go for why);
+//   - per-row-clock: every row's values written out with the clock
+//     expression (nowMs) and the timestamp in each, as the lease sent
+//     them everywhere before;
 //   - literal-clock: a yardstick, the same with the clock read before by
 //     a statement of its own and written into each row as a number, which
 //     rule 1 of statements.go does not allow for an incarnation.

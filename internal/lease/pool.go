@@ -1177,13 +1177,13 @@ func (s *session) makeRows(ctx context.Context, workerID, made int64, st *slots,
 // one), free, never held, with promise (see makeRows in statements.go).
 func (q *sqlText) makeRowsText(ids []int64, promise int64) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, q.makeRows, promise)
+	b.WriteString(q.makeRows)
 	for i, id := range ids {
 		next := q.makeRowNext
 		if i == 0 {
 			next = q.makeRow
 		}
-		fmt.Fprintf(&b, next, id)
+		fmt.Fprintf(&b, next, id, promise)
 	}
 	b.WriteString(q.makeRowsEnd)
 	return b.String()

@@ -207,31 +207,31 @@ type sqlText struct {
 	// lowest promise of the slots not live (see makeRows in pool.go) and the
 	// database's clock: one statement, so one snapshot.
 	chunkRows string
-	// makeRows: promise ms. It starts the INSERT of slot rows, none of them
-	// held (fence 0, free), all with one promise; makeRow is the first
-	// row's worker id, makeRowNext each other's, and makeRowsEnd ends the
-	// statement, skipping rows that exist. A row is made with beats at the
-	// database's clock in ms times 1000, its incarnation: no earlier
-	// version of the row, deleted since, had that value or one above it
-	// (rule 1 below). The clock and the timestamp are read once, in a
-	// derived table of one row that every row is joined to, not written
-	// into each row's values: the clock is the same throughout a statement
-	// either way (nowMs), but each row's own expressions can cost the
-	// server more than the rows (BenchmarkMakeRows, a chunk of 1,024 rows
-	// made and committed, medians: PostgreSQL 46 ms with them against 6.1
-	// this way, SQLite 5.8 against 2.2, MariaDB 7.7 against 5.6; TiDB 53
-	// either way, its UNION ALL costing what the expressions did). This is
-	// the statement for which the locked take holds the pool's lock the
-	// longest. The worker ids are a VALUES
-	// table (its column column1 on PostgreSQL and SQLite), or on MySQL a
-	// UNION ALL of SELECTs (MySQL 8 wants VALUES ROW(...), MariaDB names
-	// the column by its first value, TiDB has no VALUES table). The WHERE
-	// of no consequence keeps MySQL and SQLite from reading the conflict
-	// clause's ON as the join's. Rows another instance made meanwhile (one
-	// of an older version in a rolling upgrade, which does not take the
-	// pool's rows' locks) are skipped, not an error: the statement's count
-	// of rows inserted is what this take made, and the next count sees the
-	// others.
+	// makeRows starts the INSERT of slot rows, none of them held (fence 0,
+	// free); makeRow is the first row's worker id and promise ms,
+	// makeRowNext each other's; makeRowsEnd ends the statement, skipping
+	// rows that exist. A row is made with beats at the database's clock in
+	// ms times 1000, its incarnation: no earlier version of the row,
+	// deleted since, had that value or one above it (rule 1 below). The
+	// clock is the same throughout one statement (nowMs), but each row's
+	// own expressions can cost the server more than the rows: PostgreSQL
+	// and SQLite read the clock and the timestamp once, in a derived table
+	// of one row that a VALUES table of the worker ids and promises is
+	// joined to (BenchmarkMakeRows, a chunk of 1,024 rows made and
+	// committed, the statement for which the locked take holds the pool's
+	// lock the longest, medians: PostgreSQL 46 ms with an expression in
+	// each row against 6.1, SQLite 5.8 against 2.2). The WHERE of no
+	// consequence keeps SQLite from reading the conflict clause's ON as the
+	// join's. The MySQL family writes each row's values out, clock and
+	// all: MySQL and MariaDB take INSERT ... SELECT ... ON DUPLICATE KEY
+	// UPDATE for unsafe under statement-based binary logging (note 1592,
+	// and row logging under MIXED), and what it saved there was small
+	// (MariaDB 7.7 ms against 5.6; none on TiDB, whose worker ids could
+	// only be a UNION ALL, with no VALUES table). Rows another instance
+	// made meanwhile (one of an older version in a rolling upgrade, which
+	// does not take the pool's rows' locks) are skipped, not an error:
+	// every row the take asked for is there once the statement has run,
+	// and makeRows counts them all as made (see it in pool.go).
 	makeRows, makeRow, makeRowNext, makeRowsEnd string
 	// renewKeep: ttl ms, worker id, fence, instance (bound). A renewal whose
 	// promise the cap refused: it keeps the slot live with its old promise.
@@ -402,8 +402,12 @@ const (
 		"WHERE worker_id >= %%d AND worker_id <= %%d ORDER BY worker_id%[5]s"
 	liveAnyFormat  = "SELECT worker_id FROM sys_sequence_slot WHERE expires_ms >= %[1]s ORDER BY worker_id LIMIT 1%[5]s"
 	makeRowsFormat = "INSERT INTO sys_sequence_slot (worker_id, fence, beats, taken_ms, expires_ms, promise_ms, updated_at) " +
-		"SELECT ids.column1, 0, c.n * 1000, 0, 0, %%d, c.t FROM (SELECT %[1]s AS n, %[2]s AS t) AS c CROSS JOIN ("
+		"SELECT ids.column1, 0, c.n * 1000, 0, 0, ids.column2, c.t FROM (SELECT %[1]s AS n, %[2]s AS t) AS c CROSS JOIN ("
 	makeRowsEndFormat = ") AS ids WHERE 1 = 1%s"
+	// The MySQL family's (see makeRows).
+	mysqlMakeRows   = "INSERT INTO sys_sequence_slot (worker_id, fence, beats, taken_ms, expires_ms, promise_ms, updated_at) VALUES "
+	mysqlMakeRow    = "(%d, 0, " + mysqlNowMs + " * 1000, 0, 0, %d, NOW())"
+	mysqlMakeRowEnd = " ON DUPLICATE KEY UPDATE worker_id = worker_id"
 )
 
 // seedMarkersFormat is seedMarkers without its conflict clause (%[3]s)
@@ -435,7 +439,7 @@ func (q *sqlText) shared(nowMs, ts, greatest, shareLock, forUpdate, conflictNoth
 		q.lockSlots = f(lockSlotsFormat)
 	}
 	q.makeRows, q.makeRowsEnd = f(makeRowsFormat), fmt.Sprintf(makeRowsEndFormat, makeRowsEnd)
-	q.makeRow, q.makeRowNext = "VALUES (%d)", ", (%d)" // MySQL's are its own
+	q.makeRow, q.makeRowNext = "VALUES (%d, %d)", ", (%d, %d)" // MySQL's are its own
 	q.seedMarkers = fmt.Sprintf(seedMarkersFormat, conflictNothing, ts)
 	q.readBack = readBack
 }
@@ -574,7 +578,7 @@ var mysqlText = func() sqlText {
 	// (session.conforms), which costs it three more round trips.
 	q.shared(mysqlNowMs, "NOW()", "GREATEST", " LOCK IN SHARE MODE", " FOR UPDATE",
 		"ON DUPLICATE KEY UPDATE service_name = service_name", " ON DUPLICATE KEY UPDATE worker_id = worker_id", false)
-	q.makeRow, q.makeRowNext = "SELECT %d AS column1", " UNION ALL SELECT %d" // see makeRows
+	q.makeRows, q.makeRow, q.makeRowNext, q.makeRowsEnd = mysqlMakeRows, mysqlMakeRow, ", "+mysqlMakeRow, mysqlMakeRowEnd // see makeRows
 	return q
 }()
 
