@@ -42,28 +42,11 @@ func TestUnsentCommitLeavesNoTransaction(t *testing.T) {
 
 		xctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		defer cancel()
-		var (
-			once sync.Once
-			held bool
-		)
-		hold := func() {
-			once.Do(func() {
-				held = true
-				<-xctx.Done()
-			})
-		}
-		// MySQL and SQLite: the lease's COMMIT statement; PostgreSQL: the
-		// driver Tx's Commit, which database/sql calls once it has checked
-		// the context itself.
-		h.set(func(q string) {
-			if isStmt(q, "COMMIT") {
-				hold()
-			}
-		}, hold)
+		held := holdCommitUntilDone(h, xctx)
 		rx := named(request(hdb, b.Dialect, "x"), "x@h@1@1")
 		_, xerr := Take(xctx, rx)
 		h.set(nil, nil)
-		require.True(t, held, "X's locked take never reached its COMMIT: the fault did not apply")
+		require.True(t, held(), "X's locked take never reached its COMMIT: the fault did not apply")
 		require.Error(t, xerr, "X's take ended with its context at its COMMIT")
 
 		ry := named(request(hdb, b.Dialect, "y"), "y@h@2@2")
@@ -107,23 +90,12 @@ func TestUnsentCommitKeepsMemoryDatabase(t *testing.T) {
 
 	xctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	var (
-		once sync.Once
-		held bool
-	)
-	h.set(func(q string) {
-		if isStmt(q, "COMMIT") {
-			once.Do(func() {
-				held = true
-				<-xctx.Done()
-			})
-		}
-	}, nil)
+	held := holdCommitUntilDone(h, xctx)
 	rx := named(request(hdb, dialect.SQLite, "x"), "x@h@2@2")
 	rx.TTL, rx.Horizon = 10*time.Second, 8*time.Second // longer than recorded: a locked take
 	_, xerr := Take(xctx, rx)
 	h.set(nil, nil)
-	require.True(t, held, "X's locked take never reached its COMMIT: the fault did not apply")
+	require.True(t, held(), "X's locked take never reached its COMMIT: the fault did not apply")
 	require.Error(t, xerr, "X's take ended with its context at its COMMIT")
 
 	var instance sql.NullString
@@ -135,4 +107,28 @@ func TestUnsentCommitKeepsMemoryDatabase(t *testing.T) {
 	rb.Explicit, rb.WorkerID = true, sa.WorkerID
 	_, err := Take(ctx, rb)
 	require.ErrorIs(t, err, ErrHeld, "A's worker id is live: B must not get it")
+}
+
+// holdCommitUntilDone makes h hold the first COMMIT until ctx has ended,
+// and returns whether it did: the lease's COMMIT statement on MySQL and
+// SQLite, a driver Tx's Commit on PostgreSQL (which database/sql calls
+// once it has checked the context itself). holdFirst holds a statement
+// until released, and never a driver Tx's Commit.
+func holdCommitUntilDone(h *hooks, ctx context.Context) (held func() bool) {
+	var (
+		once sync.Once
+		did  bool
+	)
+	hold := func() {
+		once.Do(func() {
+			did = true
+			<-ctx.Done()
+		})
+	}
+	h.set(func(q string) {
+		if isStmt(q, "COMMIT") {
+			hold()
+		}
+	}, hold)
+	return func() bool { return did }
 }

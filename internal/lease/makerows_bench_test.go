@@ -68,7 +68,9 @@ func BenchmarkMakeRows(b *testing.B) {
 					}
 					fmt.Fprintf(&s, "(%d, 0, %s * 1000, 0, 0, %d, %s)", id, clock, promise, ts)
 				}
-				s.WriteString(strings.TrimPrefix(q.makeRowsEnd, ") AS ids WHERE 1 = 1"))
+				// The conflict clause alone (makeRowsEnd also closes the
+				// VALUES table of the derived form).
+				s.WriteString(strings.TrimPrefix(q.makeRowsEnd, strings.TrimSuffix(makeRowsEndFormat, "%s")))
 				return s.String()
 			}
 			shapes := map[string]func(lo int64) (string, error){

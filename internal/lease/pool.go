@@ -862,25 +862,19 @@ func (s *session) beginLocked(ctx context.Context) (end func(commit bool) error,
 				return nil
 			}
 		}
-		// Rolled back for sure, also after a COMMIT that failed: the
-		// transaction may still be open, since go-sql-driver/mysql and
-		// modernc.org/sqlite refuse a statement whose context has ended
-		// without sending it, and keep the connection as good. Pooled in
-		// it, the connection would run its next user's statements (a
-		// take's claim) inside this transaction, which the server rolls
-		// back, theirs with it, whenever the connection closes. The
-		// ROLLBACK does not wait on ctx: after a COMMIT that was sent, it
-		// finds no transaction, or a closed connection. Only when it
-		// fails too is the connection dropped, so that the server ends
-		// the transaction: not at once, since on SQLite a connection to
-		// an in-memory database is the database.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		defer cancel()
-		if _, rerr := s.conn.ExecContext(rctx, "ROLLBACK"); rerr != nil {
-			discard(s.conn)
-			if err == nil {
-				err = rerr
-			}
+		// Rolled back for sure (rollbackConn), also after a COMMIT that
+		// failed: the transaction may still be open, since
+		// go-sql-driver/mysql and modernc.org/sqlite refuse a statement
+		// whose context has ended without sending it. Pooled in it, the
+		// connection would run its next user's statements (a take's
+		// claim) inside this transaction, which the server rolls back,
+		// theirs with it, whenever the connection closes. After a COMMIT
+		// that was sent, the ROLLBACK finds no transaction, or a closed
+		// connection. The connection is dropped only when the ROLLBACK
+		// fails, not at once: on SQLite a connection to an in-memory
+		// database is the database.
+		if rerr := rollbackConn(ctx, s.conn); err == nil {
+			err = rerr
 		}
 		return err
 	}, nil

@@ -570,13 +570,9 @@ func (s *session) begin(ctx context.Context) (x interface {
 				return err
 			}, func() {
 				if !done {
-					// A COMMIT the ended context kept from running leaves
-					// the transaction open; a ROLLBACK that fails too
-					// leaves the connection to be dropped, not pooled in
-					// it (see beginLocked).
-					if _, err := s.conn.ExecContext(context.WithoutCancel(ctx), sqliteRollback); err != nil {
-						discard(s.conn)
-					}
+					// Also after a COMMIT the ended context kept from
+					// running, which leaves the transaction open.
+					_ = rollbackConn(ctx, s.conn)
 				}
 			}, nil
 	}

@@ -726,7 +726,6 @@ var sqliteText = func() sqlText {
 const (
 	sqliteBegin    = "BEGIN IMMEDIATE"
 	sqliteCommit   = "COMMIT"
-	sqliteRollback = "ROLLBACK"
 	sqliteBusyRead = "PRAGMA busy_timeout"
 	sqliteBusySet  = "PRAGMA busy_timeout = %d"
 )

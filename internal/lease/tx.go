@@ -104,11 +104,23 @@ func (t *tx) Rollback() {
 		return
 	}
 	defer t.conn.Close()
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), time.Second)
+	_ = rollbackConn(t.ctx, t.conn)
+}
+
+// rollbackConn ends the transaction open on conn, whatever ctx's state: the
+// ROLLBACK waits at most a second, not on ctx, which may have ended (a
+// statement refused unsent for it leaves the transaction open, on a
+// connection the driver keeps as good). When the ROLLBACK fails too, conn
+// is dropped, not pooled inside the transaction: the server ends it when
+// the connection goes.
+func rollbackConn(ctx context.Context, conn *sql.Conn) error {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
-	if _, err := t.conn.ExecContext(ctx, "ROLLBACK"); err != nil {
-		discard(t.conn)
+	_, err := conn.ExecContext(rctx, "ROLLBACK")
+	if err != nil {
+		discard(conn)
 	}
+	return err
 }
 
 // inTx runs f in a transaction of its own and commits it.

@@ -55,7 +55,7 @@ func TestWalk(t *testing.T) {
 			t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
 				fresh := b.Fresh(t)
 				db, h := hooked(t, fresh.Driver, fresh.DSN)
-				w := &walk{t: t, b: b, db: db, h: h, watch: fresh.DB, rng: rand.New(rand.NewPCG(seed, 0x77616c6b)),
+				w := &walk{t: t, b: b, db: db, h: h, watch: fresh.DB, openTx: openTxQuery(t, b.Dialect, fresh.DB), rng: rand.New(rand.NewPCG(seed, 0x77616c6b)),
 					done: map[string]int{}, layout: walkNarrow}
 				for i := 0; i < steps && !t.Failed(); i++ {
 					w.step()
@@ -244,22 +244,8 @@ func (w *walk) deadline(ctx context.Context, what string, maxMicros int) (contex
 // with 5 s for a rollback under way (a loaded machine's). TiDB
 // (tidb/run points the MariaDB tests at it) and SQLite are not asked.
 func (w *walk) noTransactionLeft(step string) {
-	var q string
-	switch w.b.Dialect {
-	case dialect.Postgres:
-		q = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() " +
-			"AND state LIKE 'idle in transaction%'"
-	case dialect.MySQL:
-		var version string
-		if err := w.watch.QueryRow("SELECT VERSION()").Scan(&version); err != nil {
-			w.t.Fatalf("read the server's version: %v", err)
-		}
-		if strings.Contains(version, "TiDB") {
-			return
-		}
-		q = "SELECT COUNT(*) FROM information_schema.innodb_trx t JOIN information_schema.processlist p " +
-			"ON p.id = t.trx_mysql_thread_id WHERE p.db = DATABASE() AND p.id <> CONNECTION_ID()"
-	default:
+	q := w.openTx
+	if q == "" {
 		return
 	}
 	// A transaction whose context ended may be ending still: database/sql
@@ -279,6 +265,28 @@ func (w *walk) noTransactionLeft(step string) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	w.t.Errorf("after %s, %d connections of the walk's pool are still inside a transaction 5 s later", step, open)
+}
+
+// openTxQuery is the statement that counts the sessions of watch's
+// database, other than its own, left inside a transaction; "" where the
+// walk does not ask (see noTransactionLeft).
+func openTxQuery(t *testing.T, d string, watch *sql.DB) string {
+	switch d {
+	case dialect.Postgres:
+		return "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() " +
+			"AND state LIKE 'idle in transaction%'"
+	case dialect.MySQL:
+		var version string
+		if err := watch.QueryRow("SELECT VERSION()").Scan(&version); err != nil {
+			t.Fatalf("read the server's version: %v", err)
+		}
+		if strings.Contains(version, "TiDB") {
+			return ""
+		}
+		return "SELECT COUNT(*) FROM information_schema.innodb_trx t JOIN information_schema.processlist p " +
+			"ON p.id = t.trx_mysql_thread_id WHERE p.db = DATABASE() AND p.id <> CONNECTION_ID()"
+	}
+	return ""
 }
 
 // walker is one holding of the walk.
@@ -301,10 +309,11 @@ type walk struct {
 	h  *hooks // db's: a take's context ends at a chosen statement
 	// watch is a pool of its own on the database, never one of db's
 	// connections, to ask the server which of those are in a transaction.
-	watch *sql.DB
-	rng   *rand.Rand
-	n     int
-	live  []*walker
+	watch  *sql.DB
+	openTx string // openTxQuery's, for watch
+	rng    *rand.Rand
+	n      int
+	live   []*walker
 	// all are the walk's holdings, in the order they were taken.
 	all    []*walker
 	lo, hi int64 // the range the walk last set (0, 0: none)
