@@ -16,7 +16,7 @@ var matrixCovers = map[string][]string{
 	"lookup": {"readSlot"}, "lookup-unmade": {"readSlot"}, "lookup-old": {"readSlot"},
 	"claim":   {"claim", "claimLocked"},
 	"counter": {"counter", "counterDurable"},
-	"locked":  {"lockMarkers"}, "count": {"countRows"}, "make-rows": {"makeRows"},
+	"locked":  {"lockMarkers"}, "count": {"countRows"}, "make-rows": {"makeRows", "makeRowsListed"},
 	"layout-change": {"convert"}, "write-marker": {"writeMarker"},
 	"renew": {"renew"}, "release": {"release"},
 	"commit":         {}, // the locked take's COMMIT, no statement of sqlText
@@ -34,17 +34,17 @@ var matrixCovers = map[string][]string{
 // holds, each with why. A statement the lease gains must get a row, or a
 // line here: TestMatrixHoldsEveryStatement fails until it does.
 var outsideMatrix = map[string]string{
-	"migrateLock":   "Migrate's lock around the application's migration: no ID depends on it",
-	"migrateUnlock": "Migrate's lock around the application's migration: no ID depends on it",
-	"selectedDB":    "setup: which database the connection uses, for the error that names it",
-	"exists":        "setup: whether the tables exist; a wrong answer creates them IF NOT EXISTS, or fails the take",
-	"seed":          "setup: the counter row, which only says where a search for a free slot starts",
-	"audit":         "the services' audit rows: no floor or take reads them",
-	"holders":       "a report (entflake holders): it writes nothing",
-	"poolLayout":    "a report (the pool's capacity gauge): it reads the '__layout__' row, locks nothing, writes nothing",
-	"makeRow":       "part of makeRows' text (the first row's worker id)",
-	"makeRowNext":   "part of makeRows' text (each other row's worker id)",
-	"makeRowsEnd":   "part of makeRows' text (its conflict clause)",
+	"migrateLock":       "Migrate's lock around the application's migration: no ID depends on it",
+	"migrateUnlock":     "Migrate's lock around the application's migration: no ID depends on it",
+	"selectedDB":        "setup: which database the connection uses, for the error that names it",
+	"exists":            "setup: whether the tables exist; a wrong answer creates them IF NOT EXISTS, or fails the take",
+	"seed":              "setup: the counter row, which only says where a search for a free slot starts",
+	"audit":             "the services' audit rows: no floor or take reads them",
+	"holders":           "a report (entflake holders): it writes nothing",
+	"poolLayout":        "a report (the pool's capacity gauge): it reads the '__layout__' row, locks nothing, writes nothing",
+	"makeRange":         "part of makeRows' text (a run of worker ids)",
+	"makeRow":           "part of makeRowsListed's text (a row's values)",
+	"makeRowsListedEnd": "part of makeRowsListed's text (its conflict clause)",
 }
 
 // TestMatrixHoldsEveryStatement: every statement the lease sends, in each

@@ -46,7 +46,7 @@ import (
 // chunk of 1024 worker ids the wanted one is in, so that a pool of the
 // default layout is made in one go, and a wide layout (up to 2^21 worker
 // ids) only where it is used.
-const chunkRows = 1024
+const chunkRows = chunkSide * chunkSide
 
 // pool is what a slot's read says of the pool's own rows.
 type pool struct {
@@ -1153,7 +1153,7 @@ func (s *session) makeRows(ctx context.Context, workerID, made int64, st *slots,
 	if len(missing) == 0 {
 		return made, nil
 	}
-	if _, err := s.x.ExecContext(ctx, s.q.makeRowsText(missing, promise)); err != nil {
+	if _, err := s.x.ExecContext(ctx, s.makeRowsText(lo, missing, promise)); err != nil {
 		return 0, fmt.Errorf("make slot rows %d..%d: %w", lo, hi, err)
 	}
 	if nowMs < st.until {
@@ -1168,19 +1168,41 @@ func (s *session) makeRows(ctx context.Context, workerID, made int64, st *slots,
 }
 
 // makeRowsText is the statement that makes the slot rows of ids (at least
-// one), free, never held, with promise (see makeRows in statements.go).
-func (q *sqlText) makeRowsText(ids []int64, promise int64) string {
+// one, ascending, all in the chunk that starts at lo), free, never held,
+// with promise: makeRows, or on MySQL and MariaDB makeRowsListed (see
+// both in statements.go). TiDB speaks MySQL's dialect and has no
+// statement-based binary log: it takes makeRows.
+func (s *session) makeRowsText(lo int64, ids []int64, promise int64) string {
+	return s.q.makeRowsText(lo, ids, promise, s.q.makeRowsListed != "" && !s.tidb)
+}
+
+// makeRowsText is makeRows with ids written as runs of consecutive worker
+// ids, or, listed, makeRowsListed with a row for each id.
+func (q *sqlText) makeRowsText(lo int64, ids []int64, promise int64, listed bool) string {
 	var b strings.Builder
-	b.WriteString(q.makeRows)
-	for i, id := range ids {
-		next := q.makeRowNext
-		if i == 0 {
-			next = q.makeRow
+	if listed {
+		b.WriteString(q.makeRowsListed)
+		for i, id := range ids {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, q.makeRow, id, promise)
 		}
-		fmt.Fprintf(&b, next, id, promise)
+		b.WriteString(q.makeRowsListedEnd)
+		return b.String()
 	}
-	b.WriteString(q.makeRowsEnd)
-	return b.String()
+	for i := 0; i < len(ids); {
+		j := i
+		for j+1 < len(ids) && ids[j+1] == ids[j]+1 {
+			j++
+		}
+		if i > 0 {
+			b.WriteString(" OR ")
+		}
+		fmt.Fprintf(&b, q.makeRange, ids[i], ids[j])
+		i = j + 1
+	}
+	return fmt.Sprintf(q.makeRows, lo, promise, b.String())
 }
 
 // deficit compares the slot rows there are (count, at the database's

@@ -207,32 +207,50 @@ type sqlText struct {
 	// lowest promise of the slots not live (see makeRows in pool.go) and the
 	// database's clock: one statement, so one snapshot.
 	chunkRows string
-	// makeRows starts the INSERT of slot rows, none of them held (fence 0,
-	// free); makeRow is the first row's worker id and promise ms,
-	// makeRowNext each other's; makeRowsEnd ends the statement, skipping
-	// rows that exist. A row is made with beats at the database's clock in
-	// ms times 1000, its incarnation: no earlier version of the row,
-	// deleted since, had that value or one above it (rule 1 below). The
-	// clock is the same throughout one statement (nowMs), but each row's
-	// own expressions can cost the server more than the rows: PostgreSQL
-	// and SQLite read the clock and the timestamp once, in a derived table
-	// of one row that a VALUES table of the worker ids and promises is
-	// joined to (BenchmarkMakeRows, a chunk of 1,024 rows made and
-	// committed, the statement for which the locked take holds the pool's
-	// lock the longest, medians: PostgreSQL 46 ms with an expression in
-	// each row against 6.1, SQLite 5.8 against 2.2). The WHERE of no
-	// consequence keeps SQLite from reading the conflict clause's ON as the
-	// join's. The MySQL family writes each row's values out, clock and
-	// all: MySQL and MariaDB take INSERT ... SELECT ... ON DUPLICATE KEY
-	// UPDATE for unsafe under statement-based binary logging (note 1592,
-	// and row logging under MIXED), and what it saved there was small
-	// (MariaDB 7.7 ms against 5.6; none on TiDB, whose worker ids could
-	// only be a UNION ALL, with no VALUES table). Rows another instance
-	// made meanwhile (one of an older version in a rolling upgrade, which
-	// does not take the pool's rows' locks) are skipped, not an error:
-	// every row the take asked for is there once the statement has run,
-	// and makeRows counts them all as made (see it in pool.go).
-	makeRows, makeRow, makeRowNext, makeRowsEnd string
+	// makeRows: the chunk's first worker id, the promise ms, and the
+	// worker ids to make as makeRange conditions joined by OR. It makes
+	// slot rows, none of them held (fence 0, free), skipping rows that
+	// exist. A row is made with beats at the database's clock in ms times
+	// 1000, its incarnation: no earlier version of the row, deleted since,
+	// had that value or one above it (rule 1 below). The clock is the same
+	// throughout one statement (nowMs), and is read once, in a derived
+	// table of one row. The server makes the worker ids itself, as the
+	// chunk's first id plus a number from 0 to 1,023 (two derived tables
+	// of 32 digits, crossed: no recursive WITH, which MySQL before 8 and
+	// TiDB before 5.1 lack, nor its depth limit), kept where one of the
+	// ranges holds it: the statement is the same few hundred bytes for any
+	// chunk, where one with each row's values written out is 40 KB, and
+	// reading that is most of what it cost the server (BenchmarkMakeRows,
+	// a chunk of 1,024 rows made, the statement for which the locked take
+	// holds the pool's lock the longest, medians: TiDB 53 ms written out
+	// against 12-14, PostgreSQL 46 with a clock expression in each row,
+	// 6.1 with a VALUES table, against 4.4-4.8; SQLite 5.8, 2.2, and
+	// 1.2-1.4). The WHERE keeps SQLite from reading the conflict clause's
+	// ON as the join's. The MySQL family's conflict clause leaves a row
+	// that exists as it was (worker_id = worker_id), and so does
+	// PostgreSQL's and SQLite's DO NOTHING. Rows another instance made
+	// meanwhile (one of an older version in a rolling upgrade, which does
+	// not take the pool's rows' locks) are skipped, not an error: every
+	// row the take asked for is there once the statement has run, and
+	// makeRows counts them all as made (see it in pool.go). Only the
+	// worker ids asked for are made, never the whole chunk: a row that was
+	// there when makeRows read the chunk and is deleted before this
+	// statement stays missing, for the next count to find (a deletion).
+	makeRows string
+	// makeRange: the first and the last worker id of a run of rows to
+	// make, a condition of makeRows.
+	makeRange string
+	// makeRowsListed, makeRow (worker id, promise ms), one for each row
+	// with ", " between them, and makeRowsListedEnd are MySQL's and
+	// MariaDB's makeRows: every row's values written out, clock and all.
+	// They take INSERT ... SELECT ... ON DUPLICATE KEY UPDATE for unsafe
+	// under statement-based binary logging (note 1592, and row logging
+	// under MIXED), whatever the SELECT reads, and the listed form cost
+	// there little more (MariaDB 5.4-6.2 ms against 3.4-4.0). TiDB, which
+	// has no statement-based binary log (its changes replicate as rows)
+	// and where the listed form cost the most, takes makeRows (see
+	// session.makeRowsText).
+	makeRowsListed, makeRow, makeRowsListedEnd string
 	// renewKeep: ttl ms, worker id, fence, instance (bound). A renewal whose
 	// promise the cap refused: it keeps the slot live with its old promise.
 	renewKeep string
@@ -400,15 +418,34 @@ const (
 		"WHERE worker_id >= %%d AND worker_id <= %%d AND expires_ms < %[1]s"
 	crossRowsFormat = "SELECT worker_id, expires_ms, promise_ms, instance, layout, %[1]s FROM sys_sequence_slot " +
 		"WHERE worker_id >= %%d AND worker_id <= %%d ORDER BY worker_id%[5]s"
-	liveAnyFormat  = "SELECT worker_id FROM sys_sequence_slot WHERE expires_ms >= %[1]s ORDER BY worker_id LIMIT 1%[5]s"
+	liveAnyFormat = "SELECT worker_id FROM sys_sequence_slot WHERE expires_ms >= %[1]s ORDER BY worker_id LIMIT 1%[5]s"
+	// makeRowsFormat takes the clock (%[1]s, nowMs), the timestamp, the
+	// side of the square of digits (%[3]d, chunkSide), the digits' derived
+	// table (%[4]s, chunkDigits) and the conflict clause; makeRows' own
+	// arguments are written %%[n].
 	makeRowsFormat = "INSERT INTO sys_sequence_slot (worker_id, fence, beats, taken_ms, expires_ms, promise_ms, updated_at) " +
-		"SELECT ids.column1, 0, c.n * 1000, 0, 0, ids.column2, c.t FROM (SELECT %[1]s AS n, %[2]s AS t) AS c CROSS JOIN ("
-	makeRowsEndFormat = ") AS ids WHERE 1 = 1%s"
-	// The MySQL family's (see makeRows).
-	mysqlMakeRows   = "INSERT INTO sys_sequence_slot (worker_id, fence, beats, taken_ms, expires_ms, promise_ms, updated_at) VALUES "
-	mysqlMakeRow    = "(%d, 0, " + mysqlNowMs + " * 1000, 0, 0, %d, NOW())"
-	mysqlMakeRowEnd = " ON DUPLICATE KEY UPDATE worker_id = worker_id"
+		"SELECT ids.w, 0, c.n * 1000, 0, 0, %%[2]d, c.t FROM (SELECT %%[1]d + a.n * %[3]d + b.n AS w " +
+		"FROM (%[4]s) AS a CROSS JOIN (%[4]s) AS b) AS ids CROSS JOIN (SELECT %[1]s AS n, %[2]s AS t) AS c WHERE (%%[3]s)%[5]s"
+	makeRangeText = "ids.w BETWEEN %d AND %d"
+	// The MySQL family's listed form (see makeRowsListed).
+	mysqlMakeRowsListed    = "INSERT INTO sys_sequence_slot (worker_id, fence, beats, taken_ms, expires_ms, promise_ms, updated_at) VALUES "
+	mysqlMakeRow           = "(%d, 0, " + mysqlNowMs + " * 1000, 0, 0, %d, NOW())"
+	mysqlMakeRowsListedEnd = " ON DUPLICATE KEY UPDATE worker_id = worker_id"
 )
+
+// chunkSide is the side of the square of digits from which makeRows makes
+// a chunk's worker ids: chunkSide * chunkSide is chunkRows.
+const chunkSide = 32
+
+// chunkDigits is a derived table of the digits 0 to chunkSide-1, as n.
+var chunkDigits = func() string {
+	var b strings.Builder
+	b.WriteString("SELECT 0 AS n")
+	for d := 1; d < chunkSide; d++ {
+		fmt.Fprintf(&b, " UNION ALL SELECT %d", d)
+	}
+	return b.String()
+}()
 
 // seedMarkersFormat is seedMarkers without its conflict clause (%[3]s)
 // and with the timestamp (%[2]s). The count -1 means "not known yet": the
@@ -438,8 +475,8 @@ func (q *sqlText) shared(nowMs, ts, greatest, shareLock, forUpdate, conflictNoth
 	if forUpdate != "" {
 		q.lockSlots = f(lockSlotsFormat)
 	}
-	q.makeRows, q.makeRowsEnd = f(makeRowsFormat), fmt.Sprintf(makeRowsEndFormat, makeRowsEnd)
-	q.makeRow, q.makeRowNext = "VALUES (%d, %d)", ", (%d, %d)" // MySQL's are its own
+	q.makeRows = fmt.Sprintf(makeRowsFormat, nowMs, ts, chunkSide, chunkDigits, makeRowsEnd)
+	q.makeRange = makeRangeText
 	q.seedMarkers = fmt.Sprintf(seedMarkersFormat, conflictNothing, ts)
 	q.readBack = readBack
 }
@@ -578,7 +615,7 @@ var mysqlText = func() sqlText {
 	// (session.conforms), which costs it three more round trips.
 	q.shared(mysqlNowMs, "NOW()", "GREATEST", " LOCK IN SHARE MODE", " FOR UPDATE",
 		"ON DUPLICATE KEY UPDATE service_name = service_name", " ON DUPLICATE KEY UPDATE worker_id = worker_id", false)
-	q.makeRows, q.makeRow, q.makeRowNext, q.makeRowsEnd = mysqlMakeRows, mysqlMakeRow, ", "+mysqlMakeRow, mysqlMakeRowEnd // see makeRows
+	q.makeRowsListed, q.makeRow, q.makeRowsListedEnd = mysqlMakeRowsListed, mysqlMakeRow, mysqlMakeRowsListedEnd // see makeRowsListed
 	return q
 }()
 
