@@ -134,7 +134,23 @@ func TestRenewalRacesLayoutChange(t *testing.T) {
 // code itself leaves in a wide layout: a deficit seen in one chunk resets
 // the count of rows made, and the other chunk's deleted rows stay missing
 // once the window has passed. Built here through the API (steps 1-4).
+//
+// The same scenario deletes the row at a second moment: after the chunk
+// read, before the statement that makes the missing rows (mutant 34).
+// The read found it there, so it is not among the rows asked for, but it
+// lies between two that are (1025 and 1100): a statement that made every
+// id from the first asked for to the last would make it again below A's
+// promise, and the count would match the rows made.
 func TestDeleteBetweenCountAndChunk(t *testing.T) {
+	for _, m := range []struct{ name, stmt string }{
+		{"before the chunk read", "SELECT s.worker_id, (SELECT COUNT(*)"},
+		{"before the rows are made", "INSERT INTO sys_sequence_slot"},
+	} {
+		t.Run(m.name, func(t *testing.T) { deleteBetween(t, m.stmt) })
+	}
+}
+
+func deleteBetween(t *testing.T, stmt string) {
 	for _, b := range append(dbtest.Backends, dbtest.Backend{Name: "mariadb-rc", Dialect: dialect.MySQL, Driver: "mysql",
 		Fresh: func(t testing.TB) *dbtest.DB {
 			d := dbtest.MySQL(t)
@@ -170,7 +186,7 @@ func TestDeleteBetweenCountAndChunk(t *testing.T) {
 			s = take(t, fixed(1500, "x@2"))
 			require.NoError(t, Release(ctx, holding(hdb, b.Dialect, s), s.Floor))
 			// 2. a free row of each chunk deleted.
-			_, err := db.Exec("DELETE FROM sys_sequence_slot WHERE worker_id IN (7, 1100)")
+			_, err := db.Exec("DELETE FROM sys_sequence_slot WHERE worker_id IN (7, 1025, 1100)")
 			require.NoError(t, err)
 			// 3. a take in chunk 0 sees the deficit and makes chunk 0 again.
 			s = take(t, fixed(7, "x@3"))
@@ -190,10 +206,14 @@ func TestDeleteBetweenCountAndChunk(t *testing.T) {
 
 			// B takes 1100 (no row): between its count and its chunk read,
 			// A's row is deleted.
-			var once sync.Once
+			var (
+				once  sync.Once
+				fired bool
+			)
 			h.set(func(q string) {
-				if isStmt(q, "SELECT worker_id FROM sys_sequence_slot WHERE worker_id >=") {
+				if isStmt(q, stmt) {
 					once.Do(func() {
+						fired = true
 						done := make(chan error, 1)
 						go func() {
 							_, err := db.Exec("DELETE FROM sys_sequence_slot WHERE worker_id = 1030")
@@ -201,7 +221,7 @@ func TestDeleteBetweenCountAndChunk(t *testing.T) {
 						}()
 						select {
 						case err := <-done:
-							t.Logf("%s: deleted A's row between count and chunk read: %v", b.Name, err)
+							t.Logf("%s: deleted A's row before %.30q: %v", b.Name, stmt, err)
 						case <-time.After(500 * time.Millisecond):
 							t.Logf("%s: the DELETE waits for the locked take", b.Name)
 						}
@@ -211,6 +231,7 @@ func TestDeleteBetweenCountAndChunk(t *testing.T) {
 			sb := take(t, fixed(1100, "b@h@2@2"))
 			h.set(nil, nil)
 			_ = sb
+			require.True(t, fired, "B's take sent no statement %.40q: the scenario did not happen", stmt)
 			time.Sleep(100 * time.Millisecond)
 			// C takes 1030 now.
 			rc := fixed(1030, "c@h@3@3")
@@ -218,10 +239,7 @@ func TestDeleteBetweenCountAndChunk(t *testing.T) {
 			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			sc, err := Take(cctx, rc)
 			cancel()
-			if err != nil {
-				t.Logf("%s: C's take of 1030: %v", b.Name, err)
-				return
-			}
+			require.NoError(t, err, "C's take of 1030, whose row was deleted")
 			t.Logf("%s: C holds 1030 with floor %d; A was acknowledged up to %d: overlap %d ms",
 				b.Name, sc.Floor, ackA, max(ackA-sc.Floor+1, 0))
 			assert.Greater(t, sc.Floor, ackA, "C may issue inside A's acknowledged promise on the same worker id")
