@@ -218,15 +218,14 @@ type sqlText struct {
 	// chunk's first id plus a number from 0 to 1,023 (two derived tables
 	// of 32 digits, crossed: no recursive WITH, which MySQL before 8 and
 	// TiDB before 5.1 lack, nor its depth limit), kept where one of the
-	// ranges holds it: the statement is the same few hundred bytes for any
+	// runs holds it: the statement is the same few hundred bytes for any
 	// chunk, where one with each row's values written out is 40 KB, and
-	// reading that is most of what it cost the server (BenchmarkMakeRows,
-	// a chunk of 1,024 rows made, the statement for which the locked take
-	// holds the pool's lock the longest, medians: TiDB 53 ms written out
-	// against 12-14, PostgreSQL 46 with a clock expression in each row,
-	// 6.1 with a VALUES table, against 4.4-4.8; SQLite 5.8, 2.2, and
-	// 1.2-1.4). The WHERE keeps SQLite from reading the conflict clause's
-	// ON as the join's. The MySQL family's conflict clause leaves a row
+	// reading that is most of what it cost TiDB (the statement for which
+	// the locked take holds the pool's lock the longest: written out,
+	// 46-51 ms of a chunk's 50-57 there, against 12-14 made by the server;
+	// BenchmarkMakeRows and bench/README.md have the rest, PostgreSQL and
+	// SQLite included). The WHERE keeps SQLite from reading the conflict
+	// clause's ON as the join's. The MySQL family's conflict clause leaves a row
 	// that exists as it was (worker_id = worker_id), and so does
 	// PostgreSQL's and SQLite's DO NOTHING. Rows another instance made
 	// meanwhile (one of an older version in a rolling upgrade, which does
@@ -246,7 +245,7 @@ type sqlText struct {
 	// They take INSERT ... SELECT ... ON DUPLICATE KEY UPDATE for unsafe
 	// under statement-based binary logging (note 1592, and row logging
 	// under MIXED), whatever the SELECT reads, and the listed form cost
-	// there little more (MariaDB 5.4-6.2 ms against 3.4-4.0). TiDB, which
+	// there little more (MariaDB, medians, 7.4 ms against 5.0). TiDB, which
 	// has no statement-based binary log (its changes replicate as rows)
 	// and where the listed form cost the most, takes makeRows (see
 	// session.makeRowsText).
