@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/entflake/entflake/internal/dbtest"
-	"github.com/entflake/entflake/schema"
 )
 
 // TestHolders: no table is ErrNoSlotTable; an empty table still reads the
@@ -22,12 +21,7 @@ func TestHolders(t *testing.T) {
 		_, _, err := Holders(ctx, db.DB, b.Dialect)
 		require.ErrorIs(t, err, ErrNoSlotTable)
 
-		stmts, err := schema.CreateStatements(b.Dialect)
-		require.NoError(t, err)
-		for _, s := range stmts {
-			_, err = db.Exec(s)
-			require.NoError(t, err)
-		}
+		createTables(t, db.DB, b.Dialect)
 		now, hs, err := Holders(ctx, db.DB, b.Dialect)
 		require.NoError(t, err)
 		assert.Empty(t, hs)

@@ -9,7 +9,6 @@ import (
 	"entgo.io/ent/dialect"
 
 	"github.com/entflake/entflake/internal/dbtest"
-	"github.com/entflake/entflake/schema"
 )
 
 // BenchmarkMakeRows: where the time of a chunk's making goes, the one
@@ -36,17 +35,9 @@ func BenchmarkMakeRows(b *testing.B) {
 			dbtest.Selected(b, be.Name)
 			db := be.Fresh(b)
 			ctx := context.Background()
-			stmts, err := schema.CreateStatements(be.Dialect)
-			if err != nil {
-				b.Fatal(err)
-			}
-			for _, s := range stmts {
-				if _, err := db.ExecContext(ctx, s); err != nil {
-					b.Fatalf("%s: %v", s, err)
-				}
-			}
+			createTables(b, db.DB, be.Dialect)
 			q := textFor(be.Dialect)
-			nowMs := map[string]string{dialect.MySQL: mysqlNowMs, dialect.Postgres: pgNowMs, dialect.SQLite: sqliteNowMs}[be.Dialect]
+			nowMs := clockOf(be.Dialect)
 			ts := map[string]string{dialect.MySQL: "NOW()", dialect.Postgres: "CURRENT_TIMESTAMP", dialect.SQLite: "CURRENT_TIMESTAMP"}[be.Dialect]
 			const promise = 5
 			chunk := func(lo int64) []int64 {

@@ -48,96 +48,104 @@ func TestMakeRowsText(t *testing.T) {
 // statement that made the whole chunk, or every id between the first and
 // the last asked for, would hide such a deletion.
 func TestMakeRowsMakesOnlyAsked(t *testing.T) {
-	for _, be := range dbtest.Backends {
-		t.Run(be.Name, func(t *testing.T) {
-			dbtest.Selected(t, be.Name)
-			db := be.Fresh(t)
-			ctx := context.Background()
-			stmts, err := schema.CreateStatements(be.Dialect)
-			require.NoError(t, err)
-			for _, s := range stmts {
-				_, err := db.ExecContext(ctx, s)
-				require.NoError(t, err, s)
+	dbtest.ForEach(t, func(t *testing.T, be dbtest.Backend) {
+		db := be.Fresh(t)
+		ctx := context.Background()
+		createTables(t, db.DB, be.Dialect)
+		q := textFor(be.Dialect)
+		forms := []bool{false}
+		if q.makeRowsListed != "" {
+			forms = append(forms, true)
+		}
+		nowMs := clockOf(be.Dialect)
+		clock := func() int64 {
+			var n int64
+			require.NoError(t, db.QueryRowContext(ctx, "SELECT "+nowMs).Scan(&n))
+			return n
+		}
+		for f, listed := range forms {
+			lo := int64(f) * 2 * chunkRows
+			name := map[bool]string{false: "generated", true: "listed"}[listed]
+			// The chunk as another instance left it, read: every row
+			// but these, made with promise 1.
+			missing := []int64{lo + 3, lo + 5, lo + 500, lo + chunkRows - 1}
+			for id := lo + 10; id <= lo+20; id++ {
+				missing = append(missing, id)
 			}
-			q := textFor(be.Dialect)
-			forms := []bool{false}
-			if q.makeRowsListed != "" {
-				forms = append(forms, true)
+			var there []int64
+			for id := lo; id < lo+chunkRows; id++ {
+				if !slices.Contains(missing, id) {
+					there = append(there, id)
+				}
 			}
-			nowMs := map[string]string{dialect.MySQL: mysqlNowMs, dialect.Postgres: pgNowMs, dialect.SQLite: sqliteNowMs}[be.Dialect]
-			clock := func() int64 {
-				var n int64
-				require.NoError(t, db.QueryRowContext(ctx, "SELECT "+nowMs).Scan(&n))
-				return n
+			_, err := db.ExecContext(ctx, q.makeRowsText(lo, there, 1, listed))
+			require.NoError(t, err, name)
+			// Asked for: 3, 10..20, and 2 (there since the read). Not
+			// asked for: 5 and 500 (deleted after the read: they stay
+			// missing) and the chunk's last.
+			asked := []int64{lo + 2, lo + 3}
+			for id := lo + 10; id <= lo+20; id++ {
+				asked = append(asked, id)
 			}
-			for f, listed := range forms {
-				lo := int64(f) * 2 * chunkRows
-				name := map[bool]string{false: "generated", true: "listed"}[listed]
-				// The chunk as another instance left it, read: every row
-				// but these, made with promise 1.
-				missing := []int64{lo + 3, lo + 5, lo + 500, lo + chunkRows - 1}
-				for id := lo + 10; id <= lo+20; id++ {
-					missing = append(missing, id)
-				}
-				var there []int64
-				for id := lo; id < lo+chunkRows; id++ {
-					if !slices.Contains(missing, id) {
-						there = append(there, id)
-					}
-				}
-				_, err := db.ExecContext(ctx, q.makeRowsText(lo, there, 1, listed))
-				require.NoError(t, err, name)
-				// Asked for: 3, 10..20, and 2 (there since the read). Not
-				// asked for: 5 and 500 (deleted after the read: they stay
-				// missing) and the chunk's last.
-				asked := []int64{lo + 2, lo + 3}
-				for id := lo + 10; id <= lo+20; id++ {
-					asked = append(asked, id)
-				}
-				before := clock()
-				_, err = db.ExecContext(ctx, q.makeRowsText(lo, asked, 7, listed))
-				require.NoError(t, err, name)
-				after := clock()
+			before := clock()
+			_, err = db.ExecContext(ctx, q.makeRowsText(lo, asked, 7, listed))
+			require.NoError(t, err, name)
+			after := clock()
 
-				rows, err := db.QueryContext(ctx, fmt.Sprintf("SELECT worker_id, fence, beats, taken_ms, expires_ms, promise_ms, "+
-					"service_name, instance, layout FROM sys_sequence_slot WHERE worker_id >= %d AND worker_id < %d", lo, lo+chunkRows))
-				require.NoError(t, err)
-				got := map[int64]int64{} // worker id: promise
-				for rows.Next() {
-					var (
-						id, fence, beats, taken, expires, promise int64
-						svc, inst, layout                         sql.NullString
-					)
-					require.NoError(t, rows.Scan(&id, &fence, &beats, &taken, &expires, &promise, &svc, &inst, &layout))
-					got[id] = promise
-					assert.Equal(t, []int64{0, 0, 0}, []int64{fence, taken, expires}, "%s: row %d is free and was never held", name, id)
-					assert.False(t, svc.Valid || inst.Valid || layout.Valid, "%s: row %d has no holder and no layout", name, id)
-					if promise == 7 {
-						// SQLite's clock is a float: it may read a
-						// millisecond low (statements.go).
-						assert.True(t, beats >= (before-1)*1000 && beats <= (after+1)*1000,
-							"%s: row %d's incarnation %d is the database's clock between %d and %d, times 1000", name, id, beats, before, after)
-					}
-				}
-				require.NoError(t, rows.Err())
-				rows.Close()
-				for id := lo; id < lo+chunkRows; id++ {
-					want, made := int64(1), true
-					switch {
-					case id == lo+2:
-						want = 1 // asked for, but there: left as it was
-					case slices.Contains(asked, id):
-						want = 7
-					case slices.Contains(missing, id):
-						made = false
-					}
-					p, ok := got[id]
-					if !assert.Equal(t, made, ok, "%s: row %d made", name, id) || !made {
-						continue
-					}
-					assert.Equal(t, want, p, "%s: row %d's promise", name, id)
+			rows, err := db.QueryContext(ctx, fmt.Sprintf("SELECT worker_id, fence, beats, taken_ms, expires_ms, promise_ms, "+
+				"service_name, instance, layout FROM sys_sequence_slot WHERE worker_id >= %d AND worker_id < %d", lo, lo+chunkRows))
+			require.NoError(t, err)
+			got := map[int64]int64{} // worker id: promise
+			for rows.Next() {
+				var (
+					id, fence, beats, taken, expires, promise int64
+					svc, inst, layout                         sql.NullString
+				)
+				require.NoError(t, rows.Scan(&id, &fence, &beats, &taken, &expires, &promise, &svc, &inst, &layout))
+				got[id] = promise
+				assert.Equal(t, []int64{0, 0, 0}, []int64{fence, taken, expires}, "%s: row %d is free and was never held", name, id)
+				assert.False(t, svc.Valid || inst.Valid || layout.Valid, "%s: row %d has no holder and no layout", name, id)
+				if promise == 7 {
+					// SQLite's clock is a float: it may read a
+					// millisecond low (statements.go).
+					assert.True(t, beats >= (before-1)*1000 && beats <= (after+1)*1000,
+						"%s: row %d's incarnation %d is the database's clock between %d and %d, times 1000", name, id, beats, before, after)
 				}
 			}
-		})
+			require.NoError(t, rows.Err())
+			rows.Close()
+			for id := lo; id < lo+chunkRows; id++ {
+				want, made := int64(1), true
+				switch {
+				case id == lo+2:
+					want = 1 // asked for, but there: left as it was
+				case slices.Contains(asked, id):
+					want = 7
+				case slices.Contains(missing, id):
+					made = false
+				}
+				p, ok := got[id]
+				if !assert.Equal(t, made, ok, "%s: row %d made", name, id) || !made {
+					continue
+				}
+				assert.Equal(t, want, p, "%s: row %d's promise", name, id)
+			}
+		}
+	})
+}
+
+// createTables makes the lease's tables (schema.CreateStatements) in db.
+func createTables(tb testing.TB, db *sql.DB, d string) {
+	tb.Helper()
+	stmts, err := schema.CreateStatements(d)
+	require.NoError(tb, err)
+	for _, s := range stmts {
+		_, err := db.Exec(s)
+		require.NoError(tb, err, s)
 	}
+}
+
+// clockOf is dialect d's clock expression in Unix ms (nowMs).
+func clockOf(d string) string {
+	return map[string]string{dialect.MySQL: mysqlNowMs, dialect.Postgres: pgNowMs, dialect.SQLite: sqliteNowMs}[d]
 }
