@@ -43,6 +43,7 @@ var outsideMatrix = map[string]string{
 	"holders":           "a report (entflake holders): it writes nothing",
 	"poolLayout":        "a report (the pool's capacity gauge): it reads the '__layout__' row, locks nothing, writes nothing",
 	"makeRange":         "part of makeRows' text (a run of worker ids)",
+	"makeList":          "part of makeRows' text (worker ids of short runs)",
 	"makeRow":           "part of makeRowsListed's text (a row's values)",
 	"makeRowsListedEnd": "part of makeRowsListed's text (its conflict clause)",
 }

@@ -16,13 +16,33 @@ import (
 	"github.com/entflake/entflake/schema"
 )
 
-// TestMakeRowsText: makeRows names the worker ids asked for as runs of
-// consecutive ids, and nothing between two runs.
+// TestMakeRowsText: makeRows names the worker ids asked for, a run of at
+// least chunkSide of them as one BETWEEN, the ids of shorter runs in one
+// IN, and nothing between two runs.
 func TestMakeRowsText(t *testing.T) {
 	q := textFor(dialect.Postgres)
-	text := q.makeRowsText(2048, []int64{2048, 2049, 2050, 2053, 2055, 2056, 3071}, 9, false)
-	assert.Contains(t, text, "WHERE (ids.w BETWEEN 2048 AND 2050 OR ids.w BETWEEN 2053 AND 2053 OR "+
-		"ids.w BETWEEN 2055 AND 2056 OR ids.w BETWEEN 3071 AND 3071) ON CONFLICT (worker_id) DO NOTHING")
+	ids := []int64{2048, 2049, 2050, 2053}
+	for id := int64(2060); id < 2060+chunkSide; id++ {
+		ids = append(ids, id) // a run of chunkSide
+	}
+	for id := int64(2100); id < 2100+chunkSide-1; id++ {
+		ids = append(ids, id) // one short of it
+	}
+	ids = append(ids, 3000, 3001, 3002, 3071)
+	for id := int64(3003); id < 3003+chunkSide+5; id++ {
+		ids = append(ids, id) // joined to 3000..3002: a run
+	}
+	slices.Sort(ids)
+	short := []string{"2048", "2049", "2050", "2053"}
+	for id := int64(2100); id < 2100+chunkSide-1; id++ {
+		short = append(short, fmt.Sprint(id))
+	}
+	short = append(short, "3071")
+	text := q.makeRowsText(2048, ids, 9, false)
+	assert.Contains(t, text, fmt.Sprintf("WHERE (ids.w BETWEEN 2060 AND %d OR ids.w BETWEEN 3000 AND %d OR ids.w IN (%s)) ON CONFLICT (worker_id) DO NOTHING",
+		2060+chunkSide-1, 3003+chunkSide+4, strings.Join(short, ", ")))
+	assert.Contains(t, q.makeRowsText(2048, ids[4:4+chunkSide], 9, false), fmt.Sprintf("WHERE (ids.w BETWEEN 2060 AND %d) ON", 2060+chunkSide-1))
+	assert.Contains(t, q.makeRowsText(2048, ids[:1], 9, false), "WHERE (ids.w IN (2048)) ON")
 	assert.Contains(t, text, "SELECT 2048 + a.n * 32 + b.n AS w")
 	assert.Contains(t, text, "0, 0, 9, c.t FROM")
 	assert.Equal(t, chunkRows, chunkSide*chunkSide)
@@ -63,13 +83,21 @@ func TestMakeRowsMakesOnlyAsked(t *testing.T) {
 			require.NoError(t, db.QueryRowContext(ctx, "SELECT "+nowMs).Scan(&n))
 			return n
 		}
-		for f, listed := range forms {
-			lo := int64(f) * 2 * chunkRows
+		for _, listed := range forms {
+			// The generated form at the last chunk of the widest layout
+			// (2^21 worker ids).
+			lo := int64(1<<21 - chunkRows)
+			if listed {
+				lo = chunkRows
+			}
 			name := map[bool]string{false: "generated", true: "listed"}[listed]
 			// The chunk as another instance left it, read: every row
 			// but these, made with promise 1.
 			missing := []int64{lo + 3, lo + 5, lo + 500, lo + chunkRows - 1}
 			for id := lo + 10; id <= lo+20; id++ {
+				missing = append(missing, id)
+			}
+			for id := lo + 600; id <= lo+700; id++ {
 				missing = append(missing, id)
 			}
 			var there []int64
@@ -80,12 +108,18 @@ func TestMakeRowsMakesOnlyAsked(t *testing.T) {
 			}
 			_, err := db.ExecContext(ctx, q.makeRowsText(lo, there, 1, listed))
 			require.NoError(t, err, name)
-			// Asked for: 3, 10..20, and 2 (there since the read). Not
-			// asked for: 5 and 500 (deleted after the read: they stay
-			// missing) and the chunk's last.
+			// Asked for: 3, 10..20, 600..650 and 660..700 (two runs long
+			// enough for a BETWEEN), and 2 (there since the read). Not
+			// asked for: 5, 500 and 651..659 (deleted after the read: they
+			// stay missing) and the chunk's last.
 			asked := []int64{lo + 2, lo + 3}
 			for id := lo + 10; id <= lo+20; id++ {
 				asked = append(asked, id)
+			}
+			for id := lo + 600; id <= lo+700; id++ {
+				if id <= lo+650 || id >= lo+660 {
+					asked = append(asked, id)
+				}
 			}
 			before := clock()
 			_, err = db.ExecContext(ctx, q.makeRowsText(lo, asked, 7, listed))

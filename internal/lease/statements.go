@@ -237,8 +237,8 @@ type sqlText struct {
 	// statement stays missing, for the next count to find (a deletion).
 	makeRows string
 	// makeRange: the first and the last worker id of a run of rows to
-	// make, a condition of makeRows.
-	makeRange string
+	// make; makeList: worker ids, comma-separated. Conditions of makeRows.
+	makeRange, makeList string
 	// makeRowsListed, makeRow (worker id, promise ms), one for each row
 	// with ", " between them, and makeRowsListedEnd are MySQL's and
 	// MariaDB's makeRows: every row's values written out, clock and all.
@@ -426,6 +426,7 @@ const (
 		"SELECT ids.w, 0, c.n * 1000, 0, 0, %%[2]d, c.t FROM (SELECT %%[1]d + a.n * %[3]d + b.n AS w " +
 		"FROM (%[4]s) AS a CROSS JOIN (%[4]s) AS b) AS ids CROSS JOIN (SELECT %[1]s AS n, %[2]s AS t) AS c WHERE (%%[3]s)%[5]s"
 	makeRangeText = "ids.w BETWEEN %d AND %d"
+	makeListText  = "ids.w IN (%s)"
 	// The MySQL family's listed form (see makeRowsListed).
 	mysqlMakeRowsListed    = "INSERT INTO sys_sequence_slot (worker_id, fence, beats, taken_ms, expires_ms, promise_ms, updated_at) VALUES "
 	mysqlMakeRow           = "(%d, 0, " + mysqlNowMs + " * 1000, 0, 0, %d, NOW())"
@@ -488,7 +489,7 @@ func (q *sqlText) shared(nowMs, ts, greatest, shareLock, forUpdate, conflictNoth
 		q.lockSlots = f(lockSlotsFormat)
 	}
 	q.makeRows = fmt.Sprintf(makeRowsFormat, nowMs, ts, chunkSide, chunkDigits(true), makeRowsEnd)
-	q.makeRange = makeRangeText
+	q.makeRange, q.makeList = makeRangeText, makeListText
 	q.seedMarkers = fmt.Sprintf(seedMarkersFormat, conflictNothing, ts)
 	q.readBack = readBack
 }
