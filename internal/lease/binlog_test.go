@@ -123,6 +123,38 @@ func TestBinlogStatement(t *testing.T) {
 	require.NoError(t, db.QueryRow(fmt.Sprintf("SELECT expires_ms FROM sys_sequence_slot WHERE worker_id = %d", first.WorkerID)).Scan(&expires))
 	assert.Zero(t, expires)
 	mustTakeForLife(t, request(db, dialect.MySQL, "life"))
+
+	// A chunk's rows, made as the lease makes them on MySQL and MariaDB
+	// (session.makeRowsText, not TiDB), are safe for this log; the form
+	// the other servers are sent is not (note 1592), which is why.
+	conn, err := db.Conn(ctx)
+	require.NoError(t, err)
+	defer conn.Close()
+	s := &session{q: textFor(dialect.MySQL)}
+	for i, c := range []struct {
+		text   string
+		unsafe bool
+	}{
+		{s.makeRowsText(40*chunkRows, []int64{40 * chunkRows, 40*chunkRows + 1, 40*chunkRows + 7}, 1), false},
+		{s.q.makeRowsText(41*chunkRows, []int64{41 * chunkRows, 41*chunkRows + 1}, 1, false), true},
+	} {
+		_, err := conn.ExecContext(ctx, c.text)
+		require.NoError(t, err)
+		rows, err := conn.QueryContext(ctx, "SHOW WARNINGS")
+		require.NoError(t, err)
+		unsafe := false
+		for rows.Next() {
+			var (
+				level, msg string
+				code       int
+			)
+			require.NoError(t, rows.Scan(&level, &code, &msg))
+			unsafe = unsafe || code == 1592
+		}
+		require.NoError(t, rows.Err())
+		rows.Close()
+		assert.Equal(t, c.unsafe, unsafe, "form %d: note 1592, unsafe for statement-based logging: %.60s", i, c.text)
+	}
 }
 
 // TestCommitEndsWithContext: a COMMIT that the server does not answer (here
