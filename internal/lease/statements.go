@@ -217,15 +217,16 @@ type sqlText struct {
 	// table of one row. The server makes the worker ids itself, as the
 	// chunk's first id plus a number from 0 to 1,023 (two derived tables
 	// of 32 digits, crossed: no recursive WITH, which MySQL before 8 and
-	// TiDB before 5.1 lack, nor its depth limit), kept where one of the
-	// runs holds it: the statement is the same few hundred bytes for any
-	// chunk, where one with each row's values written out is 40 KB, and
-	// reading that is most of what it cost TiDB (the statement for which
-	// the locked take holds the pool's lock the longest: written out,
-	// 46-51 ms of a chunk's 50-57 there, against 12-14 made by the server;
-	// BenchmarkMakeRows and bench/README.md have the rest, PostgreSQL and
-	// SQLite included). The WHERE keeps SQLite from reading the conflict
-	// clause's ON as the join's. The MySQL family's conflict clause leaves a row
+	// TiDB before 5.1 lack, nor its depth limit), kept where the BETWEEN
+	// of a long run of the ids asked for, or the IN of the others, holds it
+	// (makeRowsText in pool.go): under 2 KB for a whole chunk and 8 KB at
+	// most, where each row's values written out take 132 KB, and reading
+	// that was most of what making a chunk cost TiDB (the statement for
+	// which the locked take holds the pool's lock the longest: alone,
+	// without its COMMIT, a quarter to a third of the time written out;
+	// BenchmarkMakeRows, and bench/README.md for PostgreSQL and SQLite).
+	// The WHERE keeps SQLite from reading the conflict clause's ON as the
+	// join's. The MySQL family's conflict clause leaves a row
 	// that exists as it was (worker_id = worker_id), and so does
 	// PostgreSQL's and SQLite's DO NOTHING. Rows another instance made
 	// meanwhile (one of an older version in a rolling upgrade, which does
