@@ -1198,7 +1198,7 @@ func (q *sqlText) makeRowsText(lo int64, ids []int64, promise int64, listed bool
 		b.WriteString(q.makeRowsListedEnd)
 		return b.String()
 	}
-	var short []string
+	var conds, short []string
 	for i := 0; i < len(ids); {
 		j := i
 		for j+1 < len(ids) && ids[j+1] == ids[j]+1 {
@@ -1209,20 +1209,14 @@ func (q *sqlText) makeRowsText(lo int64, ids []int64, promise int64, listed bool
 				short = append(short, strconv.FormatInt(id, 10))
 			}
 		} else {
-			if b.Len() > 0 {
-				b.WriteString(" OR ")
-			}
-			fmt.Fprintf(&b, q.makeRange, ids[i], ids[j])
+			conds = append(conds, fmt.Sprintf(q.makeRange, ids[i], ids[j]))
 		}
 		i = j + 1
 	}
 	if len(short) > 0 {
-		if b.Len() > 0 {
-			b.WriteString(" OR ")
-		}
-		fmt.Fprintf(&b, q.makeList, strings.Join(short, ", "))
+		conds = append(conds, fmt.Sprintf(q.makeList, strings.Join(short, ", ")))
 	}
-	return fmt.Sprintf(q.makeRows, lo, promise, b.String())
+	return fmt.Sprintf(q.makeRows, lo, promise, strings.Join(conds, " OR "))
 }
 
 // deficit compares the slot rows there are (count, at the database's

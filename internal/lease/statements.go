@@ -208,7 +208,8 @@ type sqlText struct {
 	// database's clock: one statement, so one snapshot.
 	chunkRows string
 	// makeRows: the chunk's first worker id, the promise ms, and the
-	// worker ids to make as makeRange conditions joined by OR. It makes
+	// worker ids to make as makeRange and makeList conditions joined by
+	// OR. It makes
 	// slot rows, none of them held (fence 0, free), skipping rows that
 	// exist. A row is made with beats at the database's clock in ms times
 	// 1000, its incarnation: no earlier version of the row, deleted since,
@@ -467,8 +468,9 @@ func chunkDigits(values bool) string {
 const seedMarkersFormat = "INSERT INTO sys_sequence (service_name, worker_id, instance, updated_at) VALUES " +
 	"('" + schema.LayoutService + "', 0, NULL, %[2]s), ('" + schema.SlotsService + "', -1, NULL, %[2]s) %[1]s"
 
-// shared fills in the statements every dialect shares.
-func (q *sqlText) shared(nowMs, ts, greatest, shareLock, forUpdate, conflictNothing, makeRowsEnd string, numbered bool) {
+// shared fills in the statements every dialect shares; valuesTable says
+// that the dialect has VALUES tables, for makeRows' digits (chunkDigits).
+func (q *sqlText) shared(nowMs, ts, greatest, shareLock, forUpdate, conflictNothing, makeRowsEnd string, numbered, valuesTable bool) {
 	f := func(format string) string {
 		s := fmt.Sprintf(format, nowMs, ts, greatest, shareLock, forUpdate)
 		if numbered {
@@ -489,7 +491,7 @@ func (q *sqlText) shared(nowMs, ts, greatest, shareLock, forUpdate, conflictNoth
 	if forUpdate != "" {
 		q.lockSlots = f(lockSlotsFormat)
 	}
-	q.makeRows = fmt.Sprintf(makeRowsFormat, nowMs, ts, chunkSide, chunkDigits(true), makeRowsEnd)
+	q.makeRows = fmt.Sprintf(makeRowsFormat, nowMs, ts, chunkSide, chunkDigits(valuesTable), makeRowsEnd)
 	q.makeRange, q.makeList = makeRangeText, makeListText
 	q.seedMarkers = fmt.Sprintf(seedMarkersFormat, conflictNothing, ts)
 	q.readBack = readBack
@@ -628,9 +630,8 @@ var mysqlText = func() sqlText {
 	// TiDB that tidb/run builds): there every claim runs as a locked take
 	// (session.conforms), which costs it three more round trips.
 	q.shared(mysqlNowMs, "NOW()", "GREATEST", " LOCK IN SHARE MODE", " FOR UPDATE",
-		"ON DUPLICATE KEY UPDATE service_name = service_name", " ON DUPLICATE KEY UPDATE worker_id = worker_id", false)
+		"ON DUPLICATE KEY UPDATE service_name = service_name", mysqlMakeRowsListedEnd, false, false)
 	q.makeRowsListed, q.makeRow, q.makeRowsListedEnd = mysqlMakeRowsListed, mysqlMakeRow, mysqlMakeRowsListedEnd // see makeRowsListed
-	q.makeRows = fmt.Sprintf(makeRowsFormat, mysqlNowMs, "NOW()", chunkSide, chunkDigits(false), mysqlMakeRowsListedEnd)
 	return q
 }()
 
@@ -721,7 +722,7 @@ var pgText = func() sqlText {
 	// its next statement (a new snapshot) sees the claim (both checked on
 	// PostgreSQL 15).
 	q.shared(pgNowMs, "CURRENT_TIMESTAMP", "GREATEST", " FOR SHARE", " FOR UPDATE", "ON CONFLICT (service_name) DO NOTHING",
-		" ON CONFLICT (worker_id) DO NOTHING", true)
+		" ON CONFLICT (worker_id) DO NOTHING", true, true)
 	return q
 }()
 
@@ -759,7 +760,7 @@ var sqliteText = func() sqlText {
 	// a time, each statement is atomic, and the locked take holds the write
 	// lock from its BEGIN IMMEDIATE.
 	q.shared(sqliteNowMs, "CURRENT_TIMESTAMP", "max", "", "", "ON CONFLICT (service_name) DO NOTHING",
-		" ON CONFLICT (worker_id) DO NOTHING", false)
+		" ON CONFLICT (worker_id) DO NOTHING", false, true)
 	return q
 }()
 
